@@ -1,0 +1,41 @@
+# Two entry points (see README): `make run` and `make test`. Both install everything they need.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: install system-deps run test test-fast lint bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+# kcat (Debian package) is one of the real clients the tests drive.
+system-deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat >/dev/null; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null; fi; }
+
+# The main job: a single-node Samsa on the embedded default (127.0.0.1:9092, ./samsa-data) and a
+# produce/consume walk-through against it.
+run: install
+	$(VENV)/bin/samsa demo
+
+test: install system-deps
+	$(VENV)/bin/pytest -q -ra
+
+test-fast: install
+	$(VENV)/bin/pytest -q -m "not slow"
+
+lint: install
+	$(VENV)/bin/ruff check samsa tests bench
+	$(VENV)/bin/mypy samsa
+
+bench: install
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) samsa-data .pytest_cache

@@ -1,0 +1,1 @@
+"""The broker: listeners, connections, request dispatch and API handlers."""

@@ -1,0 +1,28 @@
+"""API handlers, one module per API family. Each takes (broker, ctx, request) and returns a
+response dict, an awaitable of one, or None (no response)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.protocol import apis
+
+from . import configs, fetch, meta, offsets, produce, producer_ids, topics
+
+HANDLERS: dict[int, Any] = {
+    apis.API_VERSIONS: meta.api_versions,
+    apis.METADATA: meta.metadata,
+    apis.DESCRIBE_CLUSTER: meta.describe_cluster,
+    apis.PRODUCE: produce.produce,
+    apis.FETCH: fetch.fetch,
+    apis.LIST_OFFSETS: offsets.list_offsets,
+    apis.DELETE_RECORDS: offsets.delete_records,
+    apis.CREATE_TOPICS: topics.create_topics,
+    apis.DELETE_TOPICS: topics.delete_topics,
+    apis.CREATE_PARTITIONS: topics.create_partitions,
+    apis.DESCRIBE_CONFIGS: configs.describe_configs,
+    apis.ALTER_CONFIGS: configs.alter_configs,
+    apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+    apis.DESCRIBE_LOG_DIRS: configs.describe_log_dirs,
+    apis.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+}

@@ -1,0 +1,86 @@
+"""Produce: validate each partition's batch, append it verbatim (base offset patched), answer
+according to acks. No per-record work unless the topic forces a compression codec."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from samsa.protocol import codecs
+from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
+from samsa.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+    from samsa.broker.server import RequestContext
+    from samsa.storage.log import PartitionLog
+
+_TOPIC_CODEC = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy": codecs.SNAPPY,
+                "lz4": codecs.LZ4, "zstd": codecs.ZSTD}
+
+
+def _error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": (), "error_message": message}
+
+
+def _append_one(lg: PartitionLog, index: int, records: bytes | None,
+                now_ms: int) -> dict[str, Any]:
+    if records is None or len(records) == 0:
+        return _error(index, Err.CORRUPT_MESSAGE, "empty record set")
+    try:
+        h = validate_single_batch(records)
+    except InvalidBatch as e:
+        return _error(index, e.code, str(e))
+    cfg = lg.config
+    if len(records) > cfg.max_message_bytes:
+        return _error(index, Err.MESSAGE_TOO_LARGE,
+                      f"The batch is {len(records)} bytes, larger than max.message.bytes "
+                      f"{cfg.max_message_bytes}")
+    if not cfg.log_append_time:
+        if h.max_timestamp > now_ms + cfg.timestamp_after_max_ms or \
+                h.base_timestamp < now_ms - cfg.timestamp_before_max_ms:
+            return _error(index, Err.INVALID_TIMESTAMP,
+                          "Timestamp of the batch is out of the range allowed by "
+                          "message.timestamp.before.max.ms / message.timestamp.after.max.ms")
+    target = _TOPIC_CODEC.get(cfg.compression_type)
+    data = bytearray(records)
+    if target is not None and target != h.compression:
+        data = recompress(data, target)
+    base, append_time = lg.append(data, now_ms)
+    return {"index": index, "error_code": 0, "base_offset": base,
+            "log_append_time": append_time, "log_start_offset": lg.log_start_offset,
+            "record_errors": (), "error_message": None}
+
+
+def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    acks = req.acks
+    now_ms = int(time.time() * 1000)
+    responses = []
+    to_flush: list[PartitionLog] = []
+    for td in req.topic_data:
+        parts = []
+        for pd in td.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(_error(pd.index, Err.INVALID_REQUIRED_ACKS))
+                continue
+            lg = broker.partition_log(td.name, pd.index)
+            if lg is None:
+                parts.append(_error(pd.index, Err.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            r = _append_one(lg, pd.index, pd.records, now_ms)
+            if r["error_code"] == 0 and lg.flush_due:
+                to_flush.append(lg)
+            parts.append(r)
+        responses.append({"name": td.name, "partition_responses": parts})
+    resp = {"responses": responses, "throttle_time": 0}
+    if to_flush:
+        return _flush_then(to_flush, resp, acks)
+    return None if acks == 0 else resp
+
+
+async def _flush_then(logs: list[PartitionLog], resp: dict[str, Any],
+                      acks: int) -> dict[str, Any] | None:
+    for lg in logs:
+        await lg.flush()
+    return None if acks == 0 else resp

@@ -1,0 +1,22 @@
+"""Entry point of the `samsa` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import serve
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="samsa", description="Samsa: Kafka-compatible streaming")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve.add_parser(sub)
+    from . import clients
+    clients.add_parsers(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""`samsa serve`: run a broker until SIGINT/SIGTERM (clean shutdown writes the clean marker)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from samsa.config import BrokerConfig, ConfigError, env_overrides, read_properties
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help="run a Samsa broker",
+                       description="Run a single-node Samsa broker. Settings come from Kafka-named "
+                                   "configs: a properties file, SAMSA_* environment variables "
+                                   "(SAMSA_LOG_DIRS -> log.dirs) and --override key=value flags, "
+                                   "later ones winning.")
+    p.add_argument("config_file", nargs="?", help="server.properties-style file")
+    p.add_argument("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092")
+    p.add_argument("--log-dirs", help="data directory (default ./samsa-data)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="any broker config, repeatable")
+    p.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    values: dict[str, str] = {}
+    if args.config_file:
+        values.update(read_properties(args.config_file))
+    values.update(env_overrides())
+    if args.listeners:
+        values["listeners"] = args.listeners
+    if args.log_dirs:
+        values["log.dirs"] = args.log_dirs
+    for item in args.override:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        values[k.strip()] = v.strip()
+    return BrokerConfig(values)
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from samsa.broker.broker import Broker
+
+    broker = Broker(config)
+    await broker.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
+          f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
+    await stop.wait()
+    await broker.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = build_config(args)
+    except (ConfigError, OSError) as e:
+        print(f"samsa serve: {e}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+        uvloop.run(_serve(config))
+    except OSError as e:
+        print(f"samsa serve: cannot start: {e}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,1 @@
+"""Cluster metadata: the metadata log, its image, and the controller that writes it."""

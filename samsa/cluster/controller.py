@@ -1,0 +1,181 @@
+"""The controller: validates and applies topic, partition and config changes by writing metadata
+records, then makes the log manager match the image. Single node: this broker is the controller."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from samsa.config import TOPIC_CONFIGS, BrokerConfig, ConfigError, validate_topic_configs
+from samsa.protocol.errors import Err
+from samsa.storage.log import LogConfig
+from samsa.storage.manager import LogManager
+
+from .metadata import MetadataImage, MetadataLog
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LEN = 249
+PRODUCER_ID_BLOCK = 1000
+
+
+class ControllerError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_LEN:
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
+                              f"Topic name is longer than {MAX_TOPIC_LEN} characters")
+    if not _LEGAL.match(name):
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
+                              f"Topic name {name!r} is illegal, it contains a character other than "
+                              "ASCII alphanumerics, '.', '_' and '-'")
+
+
+class Controller:
+    def __init__(self, config: BrokerConfig, meta: MetadataLog, logs: LogManager) -> None:
+        self.config = config
+        self.meta = meta
+        self.logs = logs
+        self._pid_next = 0
+        self._pid_limit = 0
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.meta.image
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        """Effective topic configs: broker defaults overlaid with the topic's own."""
+        eff = self.config.topic_defaults()
+        eff.update(self.image.broker_configs_for_topics())
+        t = self.image.topics.get(name)
+        if t is not None:
+            eff.update(t.configs)
+        return eff
+
+    def log_config(self, name: str) -> LogConfig:
+        return LogConfig.from_topic(self.topic_configs(name))
+
+    async def ensure_cluster_id(self) -> None:
+        if not self.image.cluster_id:
+            cid = self.config.get("cluster.id") or _new_cluster_id()
+            await self.meta.write([{"type": "cluster", "cluster_id": cid}])
+
+    async def create_topic(self, name: str, partitions: int, replication: int,
+                           configs: dict[str, str | None], validate_only: bool = False,
+                           internal: bool = False) -> uuid.UUID:
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise ControllerError(Err.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self.config.int("num.partitions")
+        if partitions <= 0:
+            raise ControllerError(Err.INVALID_PARTITIONS,
+                                  "Number of partitions must be larger than 0.")
+        if replication == -1:
+            replication = self.config.int("default.replication.factor")
+        if replication <= 0:
+            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
+                                  "Replication factor must be larger than 0.")
+        if replication > 1:
+            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
+                                  f"Unable to replicate the partition {replication} time(s): "
+                                  "The target replication factor of "
+                                  f"{replication} cannot be reached because only 1 broker(s) "
+                                  "are registered.")
+        try:
+            validate_topic_configs(configs)
+        except ConfigError as e:
+            raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
+        topic_id = uuid.uuid4()
+        if validate_only:
+            return topic_id
+        clean = {k: v for k, v in configs.items() if v is not None}
+        await self.meta.write([{"type": "topic", "name": name, "topic_id": str(topic_id),
+                                "partitions": partitions, "configs": clean,
+                                "internal": internal}])
+        cfg = self.log_config(name)
+        for p in range(partitions):
+            self.logs.create(name, p, cfg)
+        return topic_id
+
+    async def delete_topic(self, name: str) -> None:
+        if name not in self.image.topics:
+            raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "This server does not host this topic-partition.")
+        if not self.config.bool("delete.topic.enable"):
+            raise ControllerError(Err.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+        await self.meta.write([{"type": "remove_topic", "name": name}])
+        self.logs.delete_topic(name)
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool) -> None:
+        t = self.image.topics.get(name)
+        if t is None:
+            raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                  f"The topic '{name}' does not exist.")
+        if count < t.partitions:
+            raise ControllerError(Err.INVALID_PARTITIONS,
+                                  f"Topic currently has {t.partitions} partitions, which is higher "
+                                  f"than the requested {count}.")
+        if count == t.partitions:
+            raise ControllerError(Err.INVALID_PARTITIONS,
+                                  f"Topic already has {t.partitions} partitions.")
+        if validate_only:
+            return
+        old = t.partitions
+        await self.meta.write([{"type": "partitions", "name": name, "partitions": count}])
+        cfg = self.log_config(name)
+        for p in range(old, count):
+            self.logs.create(name, p, cfg)
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
+                                  validate_only: bool) -> None:
+        if name not in self.image.topics:
+            raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
+                                  f"The topic '{name}' does not exist.")
+        try:
+            validate_topic_configs(changes)
+        except ConfigError as e:
+            raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
+        if validate_only:
+            return
+        await self.meta.write([{"type": "topic_config", "name": name, "configs": changes}])
+        self.logs.update_config(name, self.log_config(name))
+
+    async def alter_broker_configs(self, changes: dict[str, str | None],
+                                   validate_only: bool) -> None:
+        """Dynamic cluster-wide defaults for topic configs (Kafka's log.* synonyms)."""
+        by_syn = {d.broker_synonym: d for d in TOPIC_CONFIGS.values() if d.broker_synonym}
+        for k, v in changes.items():
+            d = by_syn.get(k)
+            if d is None:
+                raise ControllerError(Err.INVALID_CONFIG,
+                                      f"Cannot update broker config {k} dynamically")
+            if v is not None:
+                try:
+                    validate_topic_configs({d.name: v})
+                except ConfigError as e:
+                    raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
+        if validate_only:
+            return
+        await self.meta.write([{"type": "broker_config", "configs": changes}])
+        for name in self.image.topics:
+            self.logs.update_config(name, self.log_config(name))
+
+    async def allocate_producer_id(self) -> int:
+        if self._pid_next >= self._pid_limit:
+            start = self.image.next_producer_id
+            await self.meta.write([{"type": "producer_ids", "next": start + PRODUCER_ID_BLOCK}])
+            self._pid_next, self._pid_limit = start, start + PRODUCER_ID_BLOCK
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+
+def _new_cluster_id() -> str:
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

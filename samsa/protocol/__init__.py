@@ -1,0 +1,1 @@
+"""Kafka wire protocol: framing helpers, API table, RecordBatch view, codecs. Imports nothing of ours."""

@@ -1,0 +1,1 @@
+"""Durable partition logs: segments with offset and time indexes, recovery, retention."""

@@ -1,0 +1,379 @@
+"""A partition's log: ordered segments, offsets, appends, reads, retention and recovery.
+
+Appends run on the event loop (one write syscall per batch); fsync runs in a worker thread. The
+recovery point (offset below which data was fsynced) and the log start offset are checkpointed in
+`partition.meta` so an unclean start only rescans segments above the recovery point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
+from samsa.protocol.records import decode_batch
+
+from .segment import Segment
+
+META = "partition.meta"
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 86400 * 1000
+    index_interval: int = 4096
+    retention_ms: int = 7 * 86400 * 1000
+    retention_bytes: int = -1
+    flush_messages: int = 2**63 - 1
+    flush_ms: int = 2**63 - 1
+    log_append_time: bool = False
+    max_message_bytes: int = 1048588
+    cleanup_policy: str = "delete"
+    compression_type: str = "producer"
+    timestamp_after_max_ms: int = 3600000
+    timestamp_before_max_ms: int = 2**63 - 1
+
+    @classmethod
+    def from_topic(cls, c: dict[str, str]) -> LogConfig:
+        return cls(
+            segment_bytes=int(c.get("segment.bytes", 1 << 30)),
+            segment_ms=int(c.get("segment.ms", 604800000)),
+            index_interval=int(c.get("index.interval.bytes", 4096)),
+            retention_ms=int(c.get("retention.ms", 604800000)),
+            retention_bytes=int(c.get("retention.bytes", -1)),
+            flush_messages=int(c.get("flush.messages", 2**63 - 1)),
+            flush_ms=int(c.get("flush.ms", 2**63 - 1)),
+            log_append_time=c.get("message.timestamp.type", "CreateTime") == "LogAppendTime",
+            max_message_bytes=int(c.get("max.message.bytes", 1048588)),
+            cleanup_policy=c.get("cleanup.policy", "delete"),
+            compression_type=c.get("compression.type", "producer"),
+            timestamp_after_max_ms=int(c.get("message.timestamp.after.max.ms", 3600000)),
+            timestamp_before_max_ms=int(c.get("message.timestamp.before.max.ms", 2**63 - 1)),
+        )
+
+
+class OffsetOutOfRange(Exception):
+    pass
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.segments: list[Segment] = []
+        self.bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self.unflushed_messages = 0
+        self.last_flush = time.monotonic()
+        self.flushed_offset = 0
+        self._flush_task: asyncio.Future[None] | None = None
+        self.waiters: list[asyncio.Future[None]] = []
+        self.deleted = False
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: Path, topic: str, partition: int, config: LogConfig,
+             clean: bool) -> PartitionLog:
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, topic, partition, config)
+        log._load(clean)
+        return log
+
+    def _load(self, clean: bool) -> None:
+        meta_path = self.dir / META
+        if meta_path.exists():
+            meta = json.loads(meta_path.read_text())
+            self.log_start_offset = meta.get("log_start_offset", 0)
+            self.recovery_point = meta.get("recovery_point", 0)
+        for p in self.dir.glob("*.cleaned"):
+            p.unlink()
+        bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
+        for base in bases:
+            seg = Segment(self.dir, base, self.config.index_interval)
+            needs_scan = not clean and (base >= self.recovery_point or base == bases[-1])
+            if needs_scan or not seg.load_indexes():
+                seg.recover(validate=True)
+            self.segments.append(seg)
+            self.bases.append(base)
+        # a segment left empty by a torn tail is harmless except as a zero-length non-active one
+        while len(self.segments) > 1 and self.segments[-1].size == 0:
+            seg = self.segments.pop()
+            self.bases.pop()
+            seg.delete()
+        if not self.segments:
+            self._roll_to(self.log_start_offset)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
+        # below the recovery point nothing needs a rescan after a crash
+        self.recovery_point = self.end_offset if clean else self.active.base
+        self.flushed_offset = self.recovery_point
+        self._write_meta()
+
+    def _write_meta(self) -> None:
+        tmp = self.dir / (META + ".tmp")
+        tmp.write_text(json.dumps({"log_start_offset": self.log_start_offset,
+                                   "recovery_point": self.recovery_point}))
+        os.replace(tmp, self.dir / META)
+
+    def close(self, clean: bool = True) -> None:
+        if clean:
+            for s in self.segments:
+                s.flush()
+            self.recovery_point = self.end_offset
+            self._write_meta()
+        for s in self.segments:
+            s.close()
+        self._wake()
+
+    def delete(self) -> None:
+        self.deleted = True
+        for s in self.segments:
+            s.close()
+        self._wake()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- offsets -----------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def end_offset(self) -> int:
+        """Log end offset: the offset the next record gets."""
+        return self.active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.end_offset  # single node: the leader is the whole ISR
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # ---- append ------------------------------------------------------------------------
+    def _roll_to(self, base: int) -> Segment:
+        seg = Segment(self.dir, base, self.config.index_interval)
+        seg.recover(validate=False)  # fresh, creates empty index files
+        self.segments.append(seg)
+        self.bases.append(base)
+        return seg
+
+    def _maybe_roll(self, incoming: int, now_ms: int) -> None:
+        act = self.active
+        if act.size == 0:
+            return
+        age_ref = act.first_timestamp if act.first_timestamp is not None else act.created * 1000
+        if (act.size + incoming > self.config.segment_bytes
+                or now_ms - age_ref >= self.config.segment_ms
+                or act.index_full):
+            self.roll()
+
+    def roll(self) -> None:
+        old = self.active
+        if old.size == 0:
+            return
+        self._roll_to(self.end_offset)
+        # Kafka flushes the closed segment asynchronously and moves the recovery point past it
+        loop = _running_loop()
+        if loop is not None:
+            fut = loop.run_in_executor(None, old.flush)
+            fut.add_done_callback(lambda f, b=self.active.base: self._rolled_flushed(f, b))
+        else:
+            old.flush()
+            self._rolled_flushed(None, self.active.base)
+
+    def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int) -> None:
+        if fut is not None and fut.exception() is not None:
+            return
+        if not self.deleted and base > self.recovery_point:
+            self.recovery_point = base
+            self.flushed_offset = max(self.flushed_offset, base)
+            self._write_meta()
+
+    def append(self, batch: bytearray, now_ms: int | None = None) -> tuple[int, int]:
+        """Append one validated batch (mutable copy). Returns (base offset, log append time or -1)."""
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        self._maybe_roll(len(batch), now_ms)
+        base = self.end_offset
+        set_base_offset(batch, base)
+        append_time = -1
+        if self.config.log_append_time:
+            set_log_append_time(batch, now_ms)
+            append_time = now_ms
+        h = read_header(batch)
+        self.active.append(batch, base, h.last_offset, h.max_timestamp)
+        self.unflushed_messages += h.records_count
+        self._wake()
+        return base, append_time
+
+    def _wake(self) -> None:
+        if self.waiters:
+            for w in self.waiters:
+                if not w.done():
+                    w.set_result(None)
+            self.waiters = []
+
+    def wait_for_data(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = loop.create_future()
+        self.waiters.append(fut)
+        return fut
+
+    # ---- durability ----------------------------------------------------------------------
+    @property
+    def flush_due(self) -> bool:
+        return (self.unflushed_messages >= self.config.flush_messages
+                or (self.unflushed_messages > 0
+                    and (time.monotonic() - self.last_flush) * 1000 >= self.config.flush_ms))
+
+    async def flush(self) -> None:
+        """fsync everything appended so far, in a worker thread; concurrent callers share fsyncs."""
+        target = self.end_offset
+        loop = asyncio.get_running_loop()
+        while self.flushed_offset < target and not self.deleted:
+            if self._flush_task is None or self._flush_task.done():
+                upto = self.end_offset
+                seg = self.active
+                self.unflushed_messages = 0
+                self.last_flush = time.monotonic()
+                task = loop.run_in_executor(None, seg.flush)
+                self._flush_task = task
+                try:
+                    await asyncio.shield(task)
+                finally:
+                    if self._flush_task is task:
+                        self._flush_task = None
+                self.flushed_offset = max(self.flushed_offset, upto)
+            else:
+                try:
+                    await asyncio.shield(self._flush_task)
+                except Exception:
+                    pass
+
+    # ---- read --------------------------------------------------------------------------
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self.bases, offset) - 1, 0)
+
+    def read(self, offset: int, max_bytes: int, whole_first: bool = True,
+             upper: int | None = None) -> bytes:
+        """Record bytes from `offset` (raises OffsetOutOfRange). Empty at the end of the log."""
+        end = self.high_watermark if upper is None else upper
+        if offset < self.log_start_offset or offset > self.end_offset:
+            raise OffsetOutOfRange(offset)
+        if offset >= end:
+            return b""
+        i = self._segment_index(offset)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            pos = seg.position_of(offset)
+            if pos is not None:
+                return seg.read(pos, max_bytes, whole_first)
+            i += 1
+        return b""
+
+    def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ts, or None."""
+        for seg in self.segments:
+            if seg.max_timestamp < ts:
+                continue
+            for pos, head in seg.batches_from(seg.time_lookup_start(ts)):
+                h = read_header(head)
+                if h.max_timestamp < ts or h.is_control:
+                    continue
+                batch = seg.read(pos, h.size, True)
+                for r in decode_batch(batch):
+                    if r.timestamp >= ts and r.offset >= self.log_start_offset:
+                        return r.offset, r.timestamp
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int]:
+        best = (-1, -1)
+        for seg in self.segments:
+            if seg.max_timestamp > best[1]:
+                best = (seg.max_timestamp_offset, seg.max_timestamp)
+        if best[0] < 0:
+            return -1, -1
+        # the exact record: scan the batch holding the offset
+        seg = self.segments[self._segment_index(best[0])]
+        pos = seg.position_of(best[0])
+        if pos is not None:
+            recs = decode_batch(seg.read(pos, 1, True))
+            top = max(recs, key=lambda r: r.timestamp, default=None)
+            if top is not None:
+                return top.offset, top.timestamp
+        return best
+
+    # ---- retention ---------------------------------------------------------------------
+    def _drop_leading(self, count: int) -> int:
+        dropped = 0
+        for _ in range(count):
+            if len(self.segments) == 1:
+                self.roll()
+                if len(self.segments) == 1:
+                    break
+            seg = self.segments.pop(0)
+            self.bases.pop(0)
+            seg.delete()
+            dropped += 1
+        if dropped:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
+            self._write_meta()
+        return dropped
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes. Returns segments deleted."""
+        if "delete" not in self.config.cleanup_policy:
+            return 0
+        n = 0
+        if self.config.retention_ms >= 0:
+            for seg in self.segments:
+                if seg.size == 0 or now_ms - seg.max_timestamp <= self.config.retention_ms:
+                    break
+                n += 1
+        if self.config.retention_bytes >= 0:
+            total = self.size_bytes
+            m = 0
+            for seg in self.segments[:-1]:
+                if total - seg.size < self.config.retention_bytes:
+                    break
+                total -= seg.size
+                m += 1
+            n = max(n, m)
+        return self._drop_leading(n) if n else 0
+
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset (DeleteRecords); whole segments below it go. Returns the new
+        log start offset."""
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise OffsetOutOfRange(offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            n = 0
+            for i, seg in enumerate(self.segments):
+                nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
+                if nxt is not None and nxt <= offset:
+                    n += 1
+                else:
+                    break
+            if n:
+                self._drop_leading(n)
+            self._write_meta()
+        return self.log_start_offset
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

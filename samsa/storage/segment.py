@@ -1,0 +1,225 @@
+"""One log segment: `<base>.log` of RecordBatch v2 bytes plus a sparse `.index` and a `.timeindex`.
+
+The .index holds (relative base offset i32, file position i32) per indexed batch; the .timeindex holds
+(max timestamp so far i64, relative offset i32). Both are kept in memory as arrays too: lookups never
+touch the disk.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from array import array
+from bisect import bisect_right
+from pathlib import Path
+
+import crc32c
+
+from samsa.protocol.batch import ATTR_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
+
+_IDX = struct.Struct(">ii")
+_TIDX = struct.Struct(">qi")
+_PREFIX = struct.Struct(">qi")
+_BASE_AND_TS = struct.Struct(">q")
+
+
+def segment_name(base: int) -> str:
+    return f"{base:020d}"
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, index_interval: int) -> None:
+        self.dir = directory
+        self.base = base_offset
+        self.index_interval = index_interval
+        stem = directory / segment_name(base_offset)
+        self.log_path = stem.with_suffix(".log")
+        self.index_path = stem.with_suffix(".index")
+        self.tindex_path = stem.with_suffix(".timeindex")
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.idx_off = array("q")
+        self.idx_pos = array("q")
+        self.t_ts = array("q")
+        self.t_off = array("q")
+        self.bytes_since_index = 0
+        self.next_offset = base_offset  # one past the last offset in this segment
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1
+        self.created = time.time()
+        self.first_timestamp: int | None = None
+        self._idx_fd = -1
+        self._tidx_fd = -1
+
+    # ---- index files -------------------------------------------------------------------
+    def _open_indexes(self, truncate: bool) -> None:
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
+        self._idx_fd = os.open(self.index_path, flags, 0o644)
+        self._tidx_fd = os.open(self.tindex_path, flags, 0o644)
+
+    def load_indexes(self) -> bool:
+        """Load index files written before a clean shutdown. False if they look unusable."""
+        try:
+            idx = self.index_path.read_bytes()
+            tidx = self.tindex_path.read_bytes()
+        except FileNotFoundError:
+            return False
+        if len(idx) % 8 or len(tidx) % 12:
+            return False
+        for rel, pos in _IDX.iter_unpack(idx):
+            if pos >= self.size:
+                return False
+            self.idx_off.append(self.base + rel)
+            self.idx_pos.append(pos)
+        for ts, rel in _TIDX.iter_unpack(tidx):
+            self.t_ts.append(ts)
+            self.t_off.append(self.base + rel)
+        self._open_indexes(truncate=False)
+        if self.t_ts:
+            self.max_timestamp, self.max_timestamp_offset = self.t_ts[-1], self.t_off[-1]
+        # the last batch tells the next offset; the max timestamp comes from the time index or a scan
+        start = self.idx_pos[-1] if self.idx_pos else 0
+        self._scan(start, validate=False, rebuild=False)
+        return True
+
+    def recover(self, validate: bool = True) -> int:
+        """Rebuild indexes by scanning the log; truncate a torn or corrupt tail. Returns bytes cut."""
+        self.idx_off = array("q")
+        self.idx_pos = array("q")
+        self.t_ts = array("q")
+        self.t_off = array("q")
+        self.bytes_since_index = 0
+        self._open_indexes(truncate=True)
+        valid_end = self._scan(0, validate=validate, rebuild=True)
+        cut = self.size - valid_end
+        if cut:
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return cut
+
+    def _scan(self, start: int, validate: bool, rebuild: bool) -> int:
+        """Walk batches from `start`; returns the end of the last valid batch."""
+        pos = start
+        chunk = 8 << 20
+        while pos + HEADER_SIZE <= self.size:
+            head = os.pread(self.fd, HEADER_SIZE, pos)
+            if len(head) < HEADER_SIZE:
+                break
+            h = read_header(head)
+            size = h.batch_length + LOG_OVERHEAD
+            if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or pos + size > self.size:
+                break
+            if h.base_offset < self.next_offset and self.next_offset != self.base:
+                break
+            if validate:
+                c = crc32c.crc32c(b"")
+                off = pos + ATTR_OFFSET
+                end = pos + size
+                while off < end:
+                    n = min(chunk, end - off)
+                    c = crc32c.crc32c(os.pread(self.fd, n, off), c)
+                    off += n
+                if c != h.crc:
+                    break
+            if rebuild:
+                self._index(h.base_offset, h.last_offset, h.max_timestamp, pos, size)
+            else:
+                self._note(h.last_offset, h.max_timestamp)
+            pos += size
+        return pos
+
+    def _note(self, last_offset: int, max_ts: int) -> None:
+        self.next_offset = last_offset + 1
+        if self.first_timestamp is None:
+            self.first_timestamp = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.max_timestamp_offset = last_offset
+
+    def _index(self, base: int, last: int, max_ts: int, pos: int, size: int) -> None:
+        if not self.idx_pos or self.bytes_since_index >= self.index_interval:
+            self.idx_off.append(base)
+            self.idx_pos.append(pos)
+            os.write(self._idx_fd, _IDX.pack(base - self.base, pos))
+            self.bytes_since_index = 0
+            new_max = max(max_ts, self.max_timestamp)
+            if not self.t_ts or new_max > self.t_ts[-1]:
+                off = last if max_ts >= self.max_timestamp else self.max_timestamp_offset
+                self.t_ts.append(new_max)
+                self.t_off.append(off)
+                os.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
+        self.bytes_since_index += size
+        self._note(last, max_ts)
+
+    # ---- append / read -----------------------------------------------------------------
+    def append(self, data: bytes | bytearray, base: int, last: int, max_ts: int) -> None:
+        pos = self.size
+        n = os.write(self.fd, data)
+        if n != len(data):
+            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+        self.size += n
+        self._index(base, last, max_ts, pos, n)
+
+    def position_of(self, offset: int) -> int | None:
+        """File position of the batch containing `offset` (or the first batch after it)."""
+        if offset >= self.next_offset:
+            return None
+        i = bisect_right(self.idx_off, offset) - 1
+        pos = self.idx_pos[i] if i >= 0 else 0
+        while pos < self.size:
+            base, length = _PREFIX.unpack(os.pread(self.fd, 12, pos))
+            last_delta = struct.unpack(">i", os.pread(self.fd, 4, pos + 23))[0]
+            if base + last_delta >= offset:
+                return pos
+            pos += length + LOG_OVERHEAD
+        return None
+
+    def read(self, pos: int, max_bytes: int, whole_first: bool) -> bytes:
+        """Bytes from pos; at least the whole first batch when whole_first (KIP-74)."""
+        n = min(max_bytes, self.size - pos)
+        length = struct.unpack(">i", os.pread(self.fd, 4, pos + 8))[0]
+        first = min(length + LOG_OVERHEAD, self.size - pos)
+        if whole_first:
+            n = max(n, first)
+        elif n < first:
+            return b""
+        return os.pread(self.fd, n, pos) if n > 0 else b""
+
+    def batches_from(self, pos: int) -> list[tuple[int, bytes]]:
+        """Headers (position, 61 bytes) from pos to the end: for timestamp lookups."""
+        out = []
+        while pos + HEADER_SIZE <= self.size:
+            head = os.pread(self.fd, HEADER_SIZE, pos)
+            out.append((pos, head))
+            pos += struct.unpack_from(">i", head, 8)[0] + LOG_OVERHEAD
+        return out
+
+    def time_lookup_start(self, ts: int) -> int:
+        """Position from which to scan for the first record with timestamp >= ts."""
+        # the last time-index entry strictly below ts: everything up to its offset is < ts
+        i = bisect_right(self.t_ts, ts - 1) - 1
+        if i < 0:
+            return 0
+        return self.position_of(self.t_off[i] + 1) or 0
+
+    @property
+    def index_full(self) -> bool:
+        return len(self.idx_pos) * 8 >= 10 * 1024 * 1024
+
+    def flush(self) -> None:
+        os.fsync(self.fd)
+        if self._idx_fd >= 0:
+            os.fsync(self._idx_fd)
+            os.fsync(self._tidx_fd)
+
+    def close(self) -> None:
+        for fd in (self.fd, self._idx_fd, self._tidx_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self._idx_fd = self._tidx_fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for p in (self.log_path, self.index_path, self.tindex_path):
+            p.unlink(missing_ok=True)
