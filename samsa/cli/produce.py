@@ -1,0 +1,175 @@
+"""`samsa produce TOPIC`: one message per stdin line, like kafka-console-producer.sh."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from ._common import (
+    CliError,
+    UsageError,
+    add_bootstrap,
+    base_config,
+    describe_error,
+    fetch_metadata,
+    guarded,
+    key_value,
+    position,
+)
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+ACKS = ("all", "-1", "0", "1")
+MESSAGE_TIMEOUT_MS = 30000
+
+
+def header(text: str) -> tuple[str, str | None]:
+    """argparse type for --header: KEY=VALUE, or KEY alone for a null value."""
+    key, sep, value = text.partition("=")
+    if not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, (value if sep else None)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("produce", help="send stdin lines as messages",
+                       description="Send each line of stdin as one message "
+                                   "(like kafka-console-producer.sh). A summary goes to stderr.")
+    p.add_argument("topic")
+    p.add_argument("--key-separator", metavar="SEP",
+                   help="split each line at the first SEP into key and value")
+    p.add_argument("--partition", type=int, metavar="N",
+                   help="send every message to partition N (default: by key, or spread)")
+    p.add_argument("--header", type=header, action="append", default=[], metavar="KEY=VALUE",
+                   help="header added to every message, repeatable (KEY alone: null value)")
+    p.add_argument("--acks", choices=ACKS, default="all",
+                   help="acknowledgements to wait for (default: all)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                   help="batch compression (default: none)")
+    p.add_argument("--property", type=key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="raw librdkafka producer setting, repeatable")
+    add_bootstrap(p)
+    p.set_defaults(func=guarded("samsa produce", run))
+
+
+def producer_config(bootstrap: str, acks: str = "all", compression: str = "none",
+                    properties: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+    conf = base_config(bootstrap)
+    conf.update({
+        "acks": acks,
+        "compression.type": compression,
+        "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+        "linger.ms": 5,
+        # the Java client's partitioner, so keys land where Kafka's own tools would put them
+        "partitioner": "murmur2_random",
+    })
+    conf.update(dict(properties))
+    return conf
+
+
+def make_producer(conf: dict[str, Any]) -> Producer:
+    try:
+        return Producer(conf)
+    except KafkaException as e:
+        raise UsageError(f"bad producer configuration: {describe_error(e)}") from None
+
+
+def partition_count(producer: Producer, bootstrap: str, topic: str) -> int:
+    """Partitions of `topic`; asks for it by name if unlisted (brokers with
+    auto.create.topics.enable create it then), else fails with a clear message."""
+    md = fetch_metadata(producer, bootstrap)
+    if topic not in md.topics:
+        md = fetch_metadata(producer, bootstrap, topic)
+    tm = md.topics.get(topic)
+    if tm is not None and tm.error is not None and tm.error.code() == KafkaError.TOPIC_EXCEPTION:
+        raise CliError(f"invalid topic name {topic!r}: {tm.error.str()}")
+    if tm is None or tm.error is not None or not tm.partitions:
+        reason = ""
+        if tm is not None and tm.error is not None and \
+                tm.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+            reason = f": {tm.error.str()}"
+        raise CliError(f"unknown topic {topic!r}{reason} "
+                       f"(create it with `samsa topics create {topic}`)")
+    return len(tm.partitions)
+
+
+@dataclass
+class DeliveryStats:
+    sent: int = 0
+    delivered: Counter[int] = field(default_factory=Counter)
+    failed: int = 0
+    first_error: str | None = None
+
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = err.str() or err.name()
+        else:
+            self.delivered[position(msg)[0]] += 1
+
+    @property
+    def total_delivered(self) -> int:
+        return sum(self.delivered.values())
+
+
+def _lines(stream: BinaryIO) -> Iterable[bytes]:
+    for raw in stream:
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+        yield raw
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap = args.bootstrap_server
+    producer = make_producer(producer_config(bootstrap, args.acks, args.compression,
+                                             args.property))
+    count = partition_count(producer, bootstrap, args.topic)
+    if args.partition is not None and not 0 <= args.partition < count:
+        raise CliError(f"topic {args.topic!r} has no partition {args.partition} "
+                       f"(it has {count}: 0..{count - 1})")
+    headers = [(k, v.encode() if v is not None else None) for k, v in args.header] or None
+    sep = args.key_separator.encode() if args.key_separator else None
+    stats = DeliveryStats()
+    kwargs: dict[str, Any] = {"on_delivery": stats.on_delivery}
+    if args.partition is not None:
+        kwargs["partition"] = args.partition
+    if headers:
+        kwargs["headers"] = headers
+    input_error: str | None = None
+    for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
+        key: bytes | None = None
+        value = line
+        if sep is not None:
+            key, found, value = line.partition(sep)
+            if not found:
+                input_error = f"line {lineno} has no key separator {args.key_separator!r}"
+                break
+        while True:
+            try:
+                producer.produce(args.topic, value=value, key=key, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: wait for deliveries
+        stats.sent += 1
+        producer.poll(0)
+        if stats.failed:
+            break
+    remaining = producer.flush(MESSAGE_TIMEOUT_MS / 1000 + 5)
+    per_partition = ", ".join(f"partition {p}: {n}" for p, n in sorted(stats.delivered.items()))
+    summary = f"Produced {stats.total_delivered} message(s) to topic {args.topic}"
+    print(summary + (f" ({per_partition})" if per_partition else "") + ".", file=sys.stderr)
+    if stats.failed or remaining:
+        lost = stats.failed + remaining
+        reason = stats.first_error or "not acknowledged before the timeout"
+        raise CliError(f"{lost} of {stats.sent} message(s) were not delivered: {reason}")
+    if input_error is not None:
+        raise CliError(input_error)
+    return 0

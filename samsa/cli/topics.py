@@ -1,0 +1,253 @@
+"""`samsa topics create|list|describe|alter|delete`, after Kafka's kafka-topics.sh."""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import Future
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ClusterMetadata,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+
+from ._common import (
+    REQUEST_TIMEOUT_S,
+    CliError,
+    UsageError,
+    add_bootstrap,
+    connect_admin,
+    describe_error,
+    error_of,
+    guarded,
+    key_value,
+    unknown_topic,
+)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("topics", help="create, list, describe, alter and delete topics",
+                       description="Manage topics (like Kafka's kafka-topics.sh).")
+    tsub = p.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
+
+    c = tsub.add_parser("create", help="create a topic")
+    c.add_argument("name")
+    c.add_argument("--partitions", type=int, help="partition count (default: broker's "
+                                                  "num.partitions)")
+    c.add_argument("--replication-factor", type=int,
+                   help="replication factor (default: broker's default.replication.factor)")
+    c.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config override, repeatable (e.g. retention.ms=86400000)")
+    c.add_argument("--if-not-exists", action="store_true",
+                   help="succeed without doing anything if the topic exists")
+    add_bootstrap(c)
+    c.set_defaults(func=guarded("samsa topics create", create))
+
+    ls = tsub.add_parser("list", help="list topic names")
+    add_bootstrap(ls)
+    ls.set_defaults(func=guarded("samsa topics list", list_))
+
+    d = tsub.add_parser("describe", help="show partitions, offsets and configs of topics")
+    d.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    add_bootstrap(d)
+    d.set_defaults(func=guarded("samsa topics describe", describe))
+
+    a = tsub.add_parser("alter", help="add partitions or change topic configs")
+    a.add_argument("name")
+    a.add_argument("--partitions", type=int, help="new (larger) partition count")
+    a.add_argument("--config", type=key_value, action="append", default=[], metavar="KEY=VALUE",
+                   help="set a topic config, repeatable")
+    a.add_argument("--delete-config", action="append", default=[], metavar="KEY",
+                   help="remove a topic config override (back to the default), repeatable")
+    add_bootstrap(a)
+    a.set_defaults(func=guarded("samsa topics alter", alter))
+
+    rm = tsub.add_parser("delete", help="delete a topic and its data")
+    rm.add_argument("name")
+    rm.add_argument("--if-exists", action="store_true",
+                    help="succeed without doing anything if the topic does not exist")
+    add_bootstrap(rm)
+    rm.set_defaults(func=guarded("samsa topics delete", delete))
+
+
+def _result(future: Future[Any]) -> Any:
+    return future.result(timeout=REQUEST_TIMEOUT_S + 5)
+
+
+def _require_topic(md: ClusterMetadata, name: str) -> None:
+    if name not in md.topics:
+        raise unknown_topic(name)
+
+
+def create(args: argparse.Namespace) -> int:
+    admin, md = connect_admin(args.bootstrap_server)
+    if args.if_not_exists and args.name in md.topics:
+        return 0
+    topic = NewTopic(args.name,
+                     num_partitions=args.partitions if args.partitions is not None else -1,
+                     replication_factor=(args.replication_factor
+                                         if args.replication_factor is not None else -1),
+                     config=dict(args.config))
+    try:
+        _result(admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[args.name])
+    except KafkaException as e:
+        err = error_of(e)
+        if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            if args.if_not_exists:
+                return 0
+            raise CliError(f"topic {args.name!r} already exists") from None
+        raise CliError(f"cannot create topic {args.name!r}: {describe_error(e)}") from None
+    print(f"Created topic {args.name}.")
+    return 0
+
+
+def list_(args: argparse.Namespace) -> int:
+    _, md = connect_admin(args.bootstrap_server)
+    for name in sorted(md.topics):
+        print(name)
+    return 0
+
+
+def _uuid_text(u: Any) -> str:
+    """Kafka prints topic ids in URL-safe base64 (librdkafka's str() uses the standard alphabet)."""
+    return str(u).replace("+", "-").replace("/", "_").rstrip("=")
+
+
+def _node(n: Any) -> str:
+    return str(n.id if hasattr(n, "id") else n)
+
+
+def describe(args: argparse.Namespace) -> int:
+    admin, md = connect_admin(args.bootstrap_server)
+    names = list(dict.fromkeys(args.names)) or sorted(md.topics)
+    missing = [n for n in names if n not in md.topics]
+    if missing:
+        raise unknown_topic(missing[0])
+    if not names:
+        return 0
+
+    # Partition layout and topic ids (DescribeTopics); fall back to plain metadata without ids.
+    layout: dict[str, tuple[str, list[tuple[int, str, str, str]]]] = {}
+    try:
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
+        for name in names:
+            td = _result(futures[name])
+            parts = [(p.id, _node(p.leader) if p.leader is not None else "none",
+                      ",".join(_node(r) for r in p.replicas), ",".join(_node(r) for r in p.isr))
+                     for p in sorted(td.partitions, key=lambda p: p.id)]
+            layout[name] = (_uuid_text(td.topic_id), parts)
+    except KafkaException:
+        for name in names:
+            tm = md.topics[name]
+            parts = [(p.id, str(p.leader), ",".join(map(str, p.replicas)),
+                      ",".join(map(str, p.isrs)))
+                     for p in sorted(tm.partitions.values(), key=lambda p: p.id)]
+            layout[name] = ("unknown", parts)
+
+    # Topic configs that differ from the built-in defaults.
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
+    cfutures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
+    configs: dict[str, list[str]] = {}
+    for res, fut in cfutures.items():
+        entries: dict[str, ConfigEntry] = _result(fut)
+        shown = []
+        for key, e in sorted(entries.items()):
+            if e.is_default or e.source in (ConfigSource.DEFAULT_CONFIG,
+                                            ConfigSource.DEFAULT_CONFIG.value):
+                continue
+            value = "(sensitive)" if e.is_sensitive else e.value
+            shown.append(f"{key}={value}")
+        configs[res.name] = shown
+
+    # Log start offset and high watermark of every partition.
+    specs: dict[TopicPartition, OffsetSpec] = {}
+    for name in names:
+        for pid, *_ in layout[name][1]:
+            specs[TopicPartition(name, pid)] = OffsetSpec.earliest()
+    starts = _list_offsets(admin, specs)
+    ends = _list_offsets(admin, {tp: OffsetSpec.latest() for tp in specs})
+
+    for name in names:
+        topic_id, parts = layout[name]
+        rf = len(parts[0][2].split(",")) if parts else 0
+        print(f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {len(parts)}\t"
+              f"ReplicationFactor: {rf}\tConfigs: {','.join(configs.get(name, []))}")
+        for pid, leader, replicas, isr in parts:
+            print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {leader}\tReplicas: {replicas}\t"
+                  f"Isr: {isr}\tLogStartOffset: {starts.get((name, pid), '?')}\t"
+                  f"HighWatermark: {ends.get((name, pid), '?')}")
+    return 0
+
+
+def _list_offsets(admin: AdminClient,
+                  specs: dict[TopicPartition, OffsetSpec]) -> dict[tuple[str, int], int]:
+    if not specs:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    for tp, fut in admin.list_offsets(specs, request_timeout=REQUEST_TIMEOUT_S).items():
+        try:
+            out[(tp.topic, tp.partition)] = int(_result(fut).offset)
+        except KafkaException:
+            pass  # shown as '?'
+    return out
+
+
+def alter(args: argparse.Namespace) -> int:
+    if args.partitions is None and not args.config and not args.delete_config:
+        raise UsageError("nothing to alter: give --partitions, --config or --delete-config")
+    admin, md = connect_admin(args.bootstrap_server)
+    _require_topic(md, args.name)
+    done: list[str] = []
+    if args.config or args.delete_config:
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in args.config]
+        entries += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+                    for k in args.delete_config]
+        res = ConfigResource(ResourceType.TOPIC, args.name, incremental_configs=entries)
+        try:
+            for fut in admin.incremental_alter_configs(
+                    [res], request_timeout=REQUEST_TIMEOUT_S).values():
+                _result(fut)
+        except KafkaException as e:
+            raise CliError(f"cannot alter configs of {args.name!r}: {describe_error(e)}") from None
+        done += [f"set {k}={v}" for k, v in args.config]
+        done += [f"removed {k}" for k in args.delete_config]
+    if args.partitions is not None:
+        before = len(md.topics[args.name].partitions)
+        try:
+            _result(admin.create_partitions([NewPartitions(args.name, args.partitions)],
+                                            request_timeout=REQUEST_TIMEOUT_S)[args.name])
+        except KafkaException as e:
+            raise CliError(f"cannot change partitions of {args.name!r}: "
+                           f"{describe_error(e)}") from None
+        done.append(f"partitions {before} -> {args.partitions}")
+    print(f"Altered topic {args.name}: {'; '.join(done)}.")
+    return 0
+
+
+def delete(args: argparse.Namespace) -> int:
+    admin, md = connect_admin(args.bootstrap_server)
+    if args.name not in md.topics:
+        if args.if_exists:
+            return 0
+        raise unknown_topic(args.name)
+    try:
+        _result(admin.delete_topics([args.name], request_timeout=REQUEST_TIMEOUT_S)[args.name])
+    except KafkaException as e:
+        err = error_of(e)
+        if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if args.if_exists:
+                return 0
+            raise unknown_topic(args.name) from None
+        raise CliError(f"cannot delete topic {args.name!r}: {describe_error(e)}") from None
+    print(f"Deleted topic {args.name}.")
+    return 0
