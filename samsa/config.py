@@ -190,13 +190,13 @@ class BrokerConfig:
         d = BROKER_CONFIGS.get(name)
         return d.default if d else None
 
-    def int(self, name: str) -> int:
+    def get_int(self, name: str) -> int:
         v = self.get(name)
         if v is None:
             raise ConfigError(f"{name} is not set")
         return int(v)
 
-    def bool(self, name: str) -> bool:
+    def get_bool(self, name: str) -> bool:
         return (self.get(name) or "false").lower() == "true"
 
     def topic_default(self, topic_key: str) -> tuple[str | None, int]:

@@ -63,8 +63,8 @@ class Broker:
         adv = self.config.get("advertised.listeners")
         if adv:
             _, self.host, self.port = parse_listener(adv)
-        self.logs.start_background(self.config.int("log.retention.check.interval.ms"),
-                                   self.config.int("log.flush.scheduler.interval.ms"))
+        self.logs.start_background(self.config.get_int("log.retention.check.interval.ms"),
+                                   self.config.get_int("log.flush.scheduler.interval.ms"))
         log.info("Samsa broker %d listening on %s:%d (cluster %s, %s start)", self.node_id,
                  self.bind_host, self.port, image.cluster_id, "clean" if clean else "recovered")
 
@@ -86,7 +86,7 @@ class Broker:
         return self.logs.get(topic, partition)
 
     async def auto_create(self, topic: str) -> bool:
-        if not self.config.bool("auto.create.topics.enable"):
+        if not self.config.get_bool("auto.create.topics.enable"):
             return False
         try:
             await self.controller.create_topic(topic, -1, -1, {})

@@ -50,7 +50,7 @@ def unsupported_api_versions(correlation_id: int) -> list[bytes]:
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.max_request = broker.config.int("socket.request.max.bytes")
+        self.max_request = broker.config.get_int("socket.request.max.bytes")
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[list[bytes] | None]] = deque()

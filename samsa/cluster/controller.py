@@ -72,12 +72,12 @@ class Controller:
         if name in self.image.topics:
             raise ControllerError(Err.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions == -1:
-            partitions = self.config.int("num.partitions")
+            partitions = self.config.get_int("num.partitions")
         if partitions <= 0:
             raise ControllerError(Err.INVALID_PARTITIONS,
                                   "Number of partitions must be larger than 0.")
         if replication == -1:
-            replication = self.config.int("default.replication.factor")
+            replication = self.config.get_int("default.replication.factor")
         if replication <= 0:
             raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
                                   "Replication factor must be larger than 0.")
@@ -107,7 +107,7 @@ class Controller:
         if name not in self.image.topics:
             raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
                                   "This server does not host this topic-partition.")
-        if not self.config.bool("delete.topic.enable"):
+        if not self.config.get_bool("delete.topic.enable"):
             raise ControllerError(Err.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         await self.meta.write([{"type": "remove_topic", "name": name}])
         self.logs.delete_topic(name)

@@ -71,9 +71,9 @@ class MetadataImage:
                 else:
                     self.broker_configs[k] = v
         elif kind == "remove_topic":
-            t = self.topics.pop(rec["name"], None)
-            if t is not None:
-                self.by_id.pop(t.topic_id, None)
+            gone = self.topics.pop(rec["name"], None)
+            if gone is not None:
+                self.by_id.pop(gone.topic_id, None)
         elif kind == "producer_ids":
             self.next_producer_id = max(self.next_producer_id, rec["next"])
 

@@ -186,7 +186,8 @@ class PartitionLog:
         loop = _running_loop()
         if loop is not None:
             fut = loop.run_in_executor(None, old.flush)
-            fut.add_done_callback(lambda f, b=self.active.base: self._rolled_flushed(f, b))
+            base = self.active.base
+            fut.add_done_callback(lambda f: self._rolled_flushed(f, base))
         else:
             old.flush()
             self._rolled_flushed(None, self.active.base)
@@ -359,13 +360,8 @@ class PartitionLog:
             raise OffsetOutOfRange(offset)
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            n = 0
-            for i, seg in enumerate(self.segments):
-                nxt = self.segments[i + 1].base if i + 1 < len(self.segments) else None
-                if nxt is not None and nxt <= offset:
-                    n += 1
-                else:
-                    break
+            # whole segments whose successor starts at or below the new start offset
+            n = sum(1 for nxt in self.bases[1:] if nxt <= offset)
             if n:
                 self._drop_leading(n)
             self._write_meta()

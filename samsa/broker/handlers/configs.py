@@ -46,8 +46,8 @@ def _describe_topic(broker: Broker, name: str, keys: set[str] | None, syn: bool,
             chain.append({"name": d.broker_synonym or k, "value": static, "source": STATIC_BROKER})
         if d.default is not None:
             chain.append({"name": d.broker_synonym or k, "value": d.default, "source": DEFAULT})
-        top = chain[0] if chain else {"value": None, "source": DEFAULT}
-        out.append(_entry(k, top["value"], top["source"], chain if syn else [], d.type, d.doc, doc))
+        value, source = (chain[0]["value"], chain[0]["source"]) if chain else (None, DEFAULT)
+        out.append(_entry(k, value, source, chain if syn else [], d.type, d.doc, doc))
     return out
 
 
@@ -65,8 +65,8 @@ def _describe_broker(broker: Broker, keys: set[str] | None, syn: bool,
             chain.append({"name": k, "value": broker.config.values[k], "source": STATIC_BROKER})
         if d.default is not None:
             chain.append({"name": k, "value": d.default, "source": DEFAULT})
-        top = chain[0] if chain else {"value": None, "source": DEFAULT}
-        out.append(_entry(k, top["value"], top["source"], chain if syn else [], d.type, d.doc, doc))
+        value, source = (chain[0]["value"], chain[0]["source"]) if chain else (None, DEFAULT)
+        out.append(_entry(k, value, source, chain if syn else [], d.type, d.doc, doc))
     return out
 
 

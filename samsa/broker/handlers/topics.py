@@ -53,7 +53,7 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
         eff = broker.controller.topic_configs(t.name) if not req.validate_only else {
             **broker.controller.topic_configs(""), **{k: v for k, v in configs.items() if v}}
         r.update(topic_id=tid,
-                 num_partitions=partitions if partitions != -1 else broker.config.int("num.partitions"),
+                 num_partitions=partitions if partitions != -1 else broker.config.get_int("num.partitions"),
                  replication_factor=1,
                  configs=[{"name": k, "value": eff.get(k), "read_only": False,
                            "config_source": 1 if k in configs else 5, "is_sensitive": False}
