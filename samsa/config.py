@@ -111,6 +111,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("offsets.topic.replication.factor", "short", "1", "RF of __consumer_offsets."),
     ConfigDef("transaction.state.log.replication.factor", "short", "1", "RF of txn state."),
     ConfigDef("transaction.state.log.min.isr", "int", "1", "Min ISR of txn state."),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", "1000",
+              "Incremental fetch sessions kept (0 disables them)."),
     ConfigDef("group.initial.rebalance.delay.ms", "int", "3000", "Initial rebalance delay."),
 ] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}

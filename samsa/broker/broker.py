@@ -13,6 +13,7 @@ from samsa.config import BrokerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
+from .fetch_sessions import FetchSessionCache
 from .handlers import HANDLERS
 from .server import KafkaConnection
 
@@ -41,6 +42,8 @@ class Broker:
         self.host = self.bind_host
         self.port = self.bind_port
         self._stopped = asyncio.Event()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
     async def start(self) -> None:
         clean = self.logs.detect_clean()
