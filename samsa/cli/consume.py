@@ -225,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
         started = True
         out = sys.stdout
         last = time.monotonic()
+        last_warning = ""
         while args.max_messages is None or count < args.max_messages:
             msg = consumer.poll(0)
             if msg is None:
@@ -244,9 +245,11 @@ def run(args: argparse.Namespace) -> int:
                     continue
                 if err.code() in _FATAL or err.fatal():
                     raise CliError(f"cannot read {args.topic}: {err.str()}")
-                print(f"samsa consume: warning: {err.str()}", file=sys.stderr)
+                if err.str() != last_warning:  # e.g. broker restarting: say it once
+                    last_warning = err.str()
+                    print(f"samsa consume: warning: {last_warning}", file=sys.stderr)
                 continue
-            last = time.monotonic()
+            last, last_warning = time.monotonic(), ""
             out.write(format_message(msg, args) + "\n")
             count += 1
         out.flush()

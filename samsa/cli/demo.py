@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +29,15 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from ._common import CliError, base_config, describe_error, guarded, header_list, position
+from ._common import (
+    CliError,
+    UsageError,
+    base_config,
+    describe_error,
+    guarded,
+    header_list,
+    position,
+)
 from .consume import consumer_config
 from .produce import producer_config
 
@@ -166,6 +175,13 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+def _step(text: str) -> None:
+    """A numbered step or its explanation, wrapped, continuation lines indented."""
+    indent = " " * (len(text) - len(text.lstrip(" ")) or 3)
+    _say(textwrap.fill(text.strip(), width=90, initial_indent=indent if text[0] == " " else "",
+                       subsequent_indent=indent, break_on_hyphens=False))
+
+
 def make_message(i: int, run_id: str) -> Sent:
     customer = f"customer-{(i * 7) % 40:02d}"
     value = (f'{{"order": {i}, "customer": "{customer}", "amount": {(i * 37) % 500 + 0.99:.2f}, '
@@ -241,31 +257,31 @@ def consume_range(bootstrap: str, start: dict[int, int],
 
 def run(args: argparse.Namespace) -> int:
     if args.messages <= 0:
-        raise CliError("--messages must be positive", 2)
+        raise UsageError("--messages must be positive")
     data_dir = Path(args.data_dir)
     port = args.port
-    _say("Samsa demo: a single-node Kafka-compatible broker, a topic, "
-         f"{args.messages} messages in and out.")
+    _step("Samsa demo: a single-node Kafka-compatible broker, a topic, "
+          f"{args.messages} messages in and out.")
     _say()
     if not port_is_free(port):
         new = free_port()
-        _say(f"Note: port {port} is busy (another broker running?), so this demo uses port {new}.")
+        _step(f"Note: port {port} is busy (another broker running?), so this demo uses port {new}.")
         port = new
     broker = BrokerProcess(port, data_dir)
     fresh = not data_dir.exists()
-    _say(f"1. Starting the broker: samsa serve --listeners PLAINTEXT://{HOST}:{port} "
-         f"--log-dirs {data_dir}")
+    _step("1. Starting the broker as a child process:")
+    _say(f"     samsa serve --listeners PLAINTEXT://{HOST}:{port} --log-dirs {data_dir}")
     try:
         took = broker.start()
         pid = broker.proc.pid if broker.proc else "?"
-        _say(f"   Up at {broker.bootstrap} in {took:.1f} s (pid {pid}), "
-             f"{'new data directory' if fresh else 'reusing the data directory'} {data_dir}/")
+        _step(f"   Up at {broker.bootstrap} in {took:.1f} s (pid {pid}), "
+              f"{'new data directory' if fresh else 'reusing the data directory'} {data_dir}/")
         ok = _walkthrough(broker.bootstrap, args.messages)
     except BaseException:
         broker.stop()
         raise
-    _say("5. Stopping the broker with SIGTERM (a clean shutdown: logs flushed, clean marker "
-         "written).")
+    _step("5. Stopping the broker with SIGTERM (a clean shutdown: logs flushed, clean marker "
+          "written).")
     rc = broker.stop()
     if rc != 0:
         raise CliError(f"the broker exited with code {rc}:\n{broker.tail()}")
@@ -273,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     _say()
     if not ok:
         raise CliError("the messages read back did not match what was produced (see above)")
-    _say(f"Done. The data stays in ./{data_dir}; to explore it yourself:")
+    _say(f"Done. The data stays in {data_dir}/; to explore it yourself:")
     _say(f"  samsa serve --log-dirs {data_dir}            # broker on 127.0.0.1:9092")
     _say(f"  samsa topics describe {TOPIC}")
     _say(f"  samsa consume {TOPIC} --from-beginning --print-key --max-messages 5")
@@ -285,11 +301,11 @@ def _walkthrough(bootstrap: str, n: int) -> bool:
     admin = AdminClient(base_config(bootstrap))
     created, partitions = ensure_topic(admin)
     if created:
-        _say(f"2. Created topic '{TOPIC}' with {partitions} partitions "
-             "(a partition is an append-only log; offsets number its messages from 0).")
+        _step(f"2. Created topic '{TOPIC}' with {partitions} partitions "
+              "(a partition is an append-only log; offsets number its messages from 0).")
     else:
-        _say(f"2. Topic '{TOPIC}' already exists from an earlier run ({partitions} partitions); "
-             "new messages are appended after the old ones.")
+        _step(f"2. Topic '{TOPIC}' already exists from an earlier run ({partitions} partitions); "
+              "new messages are appended after the old ones.")
 
     tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
     probe = Consumer(consumer_config(bootstrap))
@@ -299,15 +315,15 @@ def _walkthrough(bootstrap: str, n: int) -> bool:
         probe.close()
 
     run_id = time.strftime("%Y%m%dT%H%M%S")
-    _say(f"3. Producing {n} messages: keys customer-00..customer-39 (the key picks the "
-         "partition, so one customer's orders stay in order), JSON values, and headers "
-         "source=samsa-demo and seq=<n>.")
+    _step(f"3. Producing {n} messages: keys customer-00..customer-39 (the key picks the "
+          "partition, so one customer's orders stay in order), JSON values, and headers "
+          "source=samsa-demo and seq=<n>.")
     t0 = time.monotonic()
     report = produce_all(bootstrap, n, run_id)
     if report.errors:
         raise CliError(f"{len(report.errors)} message(s) were not delivered: {report.errors[0]}")
-    _say(f"   All {len(report.sent)} acknowledged by the broker (acks=all) in "
-         f"{time.monotonic() - t0:.2f} s.")
+    _step(f"   All {len(report.sent)} acknowledged by the broker (acks=all) in "
+          f"{time.monotonic() - t0:.2f} s.")
     counts = collections.Counter(p for p, _ in report.sent)
     end = dict(before)
     for p, off in report.sent:
@@ -316,11 +332,11 @@ def _walkthrough(bootstrap: str, n: int) -> bool:
         rng = f"offsets {before[p]}..{end[p] - 1}" if counts[p] else "no new offsets"
         _say(f"     partition {p}: {counts[p]:4d} messages, {rng}")
 
-    _say("4. Consuming them back: assign() each partition at the offset it had before step 3 "
-         "and read up to the new end.")
+    _step("4. Consuming them back: assign() each partition at the offset it had before step 3 "
+          "and read up to the new end.")
     t0 = time.monotonic()
     got = consume_range(bootstrap, before, end)
-    _say(f"   Read {len(got)} messages in {time.monotonic() - t0:.2f} s.")
+    _step(f"   Read {len(got)} messages in {time.monotonic() - t0:.2f} s.")
     problems = []
     for pos, sent in sorted(report.sent.items()):
         msg = got.get(pos)
@@ -336,8 +352,8 @@ def _walkthrough(bootstrap: str, n: int) -> bool:
         for line in problems[:10]:
             _say(f"   MISMATCH: {line}")
         return False
-    _say("   Every key, value and header matches what was produced, in the same per-partition "
-         "order.")
+    _step("   Every key, value and header matches what was produced, in the same per-partition "
+          "order.")
     _say("   A few of them (topic/partition@offset):")
     samples = [pos for pos in sorted(got) if pos[1] < before[pos[0]] + 2][:6]
     for p, off in samples:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -127,6 +130,49 @@ def _lines(stream: BinaryIO) -> Iterable[bytes]:
         yield raw
 
 
+class InputError(Exception):
+    """A stdin line that cannot be turned into a message."""
+
+
+def _send_lines(producer: Producer, args: argparse.Namespace, sep: bytes | None,
+                kwargs: dict[str, Any], stats: DeliveryStats) -> None:
+    for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
+        key: bytes | None = None
+        value = line
+        if sep is not None:
+            key, found, value = line.partition(sep)
+            if not found:
+                raise InputError(f"line {lineno} has no key separator {args.key_separator!r}")
+        stats.sent += 1
+        while True:
+            try:
+                producer.produce(args.topic, value=value, key=key, **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)  # local queue full: wait for deliveries
+            except KafkaException as e:  # rejected locally, e.g. larger than message.max.bytes
+                stats.failed += 1
+                stats.first_error = stats.first_error or f"line {lineno}: {describe_error(e)}"
+                break
+        producer.poll(0)
+        if stats.failed:
+            return
+
+
+def _flush(producer: Producer, timeout: float) -> int:
+    """Wait for outstanding deliveries; a (further) Ctrl-C gives up waiting. Returns how many
+    messages are still unacknowledged."""
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        deadline = time.monotonic() + timeout
+        while len(producer) and not interrupted.is_set() and time.monotonic() < deadline:
+            producer.flush(0.2)
+        return len(producer)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(args: argparse.Namespace) -> int:
     bootstrap = args.bootstrap_server
     producer = make_producer(producer_config(bootstrap, args.acks, args.compression,
@@ -144,25 +190,13 @@ def run(args: argparse.Namespace) -> int:
     if headers:
         kwargs["headers"] = headers
     input_error: str | None = None
-    for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
-        key: bytes | None = None
-        value = line
-        if sep is not None:
-            key, found, value = line.partition(sep)
-            if not found:
-                input_error = f"line {lineno} has no key separator {args.key_separator!r}"
-                break
-        while True:
-            try:
-                producer.produce(args.topic, value=value, key=key, **kwargs)
-                break
-            except BufferError:
-                producer.poll(0.1)  # local queue full: wait for deliveries
-        stats.sent += 1
-        producer.poll(0)
-        if stats.failed:
-            break
-    remaining = producer.flush(MESSAGE_TIMEOUT_MS / 1000 + 5)
+    try:
+        _send_lines(producer, args, sep, kwargs, stats)
+    except InputError as e:
+        input_error = str(e)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C ends the input like Ctrl-D: deliver what was read, then stop
+    remaining = _flush(producer, MESSAGE_TIMEOUT_MS / 1000 + 5)
     per_partition = ", ".join(f"partition {p}: {n}" for p, n in sorted(stats.delivered.items()))
     summary = f"Produced {stats.total_delivered} message(s) to topic {args.topic}"
     print(summary + (f" ({per_partition})" if per_partition else "") + ".", file=sys.stderr)
