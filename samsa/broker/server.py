@@ -147,7 +147,8 @@ class KafkaConnection(asyncio.Protocol):
         elif result is None:
             return  # acks=0 produce: no response at all
         else:
-            chunks = encode_response(key, version, corr, result)
+            chunks = result if isinstance(result, list) else \
+                encode_response(key, version, corr, result)
             if self.pending:
                 done: asyncio.Future[list[bytes] | None] = asyncio.get_running_loop().create_future()
                 done.set_result(chunks)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.protocol import codecs
 from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
+from samsa.protocol.produce_response import encode_produce_response
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -73,14 +74,15 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 to_flush.append(lg)
             parts.append(r)
         responses.append({"name": td.name, "partition_responses": parts})
-    resp = {"responses": responses, "throttle_time": 0}
     if to_flush:
-        return _flush_then(to_flush, resp, acks)
-    return None if acks == 0 else resp
+        return _flush_then(to_flush, ctx, responses, acks)
+    return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
+                                                          responses)
 
 
-async def _flush_then(logs: list[PartitionLog], resp: dict[str, Any],
-                      acks: int) -> dict[str, Any] | None:
+async def _flush_then(logs: list[PartitionLog], ctx: RequestContext,
+                      responses: list[dict[str, Any]], acks: int) -> list[bytes] | None:
     for lg in logs:
         await lg.flush()
-    return None if acks == 0 else resp
+    return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
+                                                          responses)

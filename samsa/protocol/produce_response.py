@@ -1,0 +1,66 @@
+"""Hand-written Produce response encoder (v3–v11): the produce hot path answers with struct packing
+instead of kio's generic writer (notes/kio.md measured ~10× less time)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+_I32 = struct.Struct(">i")
+_PART_V3 = struct.Struct(">ihqq")       # index, error, base offset, log append time
+_PART_V5 = struct.Struct(">ihqqq")      # + log start offset
+_CORR = struct.Struct(">i")
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _nullable_str(s: str | None, flexible: bool) -> bytes:
+    if s is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    b = s.encode()
+    return (_uvarint(len(b) + 1) if flexible else struct.pack(">h", len(b))) + b
+
+
+def encode_produce_response(version: int, correlation_id: int,
+                            responses: list[dict[str, Any]]) -> list[bytes]:
+    """Length-prefixed frame for a Produce response built by handlers.produce."""
+    flexible = version >= 9
+    out = [b"", _CORR.pack(correlation_id)]
+    if flexible:
+        out.append(b"\x00")  # response header v1 tagged fields
+        out.append(_uvarint(len(responses) + 1))
+    else:
+        out.append(_I32.pack(len(responses)))
+    part_struct = _PART_V5 if version >= 5 else _PART_V3
+    for topic in responses:
+        name = topic["name"].encode()
+        parts = topic["partition_responses"]
+        if flexible:
+            out.append(_uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1))
+        else:
+            out.append(struct.pack(">h", len(name)) + name + _I32.pack(len(parts)))
+        for p in parts:
+            fields = [p["index"], int(p["error_code"]), p["base_offset"], p["log_append_time"]]
+            if version >= 5:
+                fields.append(p["log_start_offset"])
+            out.append(part_struct.pack(*fields))
+            if version >= 8:
+                # record_errors (always empty here) + error_message
+                out.append(b"\x01" if flexible else b"\x00\x00\x00\x00")
+                out.append(_nullable_str(p.get("error_message"), flexible))
+            if flexible:
+                out.append(b"\x00")  # partition tagged fields
+        if flexible:
+            out.append(b"\x00")  # topic tagged fields
+    out.append(_I32.pack(0))  # throttle_time_ms
+    if flexible:
+        out.append(b"\x00")  # top-level tagged fields
+    out[0] = _I32.pack(sum(len(c) for c in out))
+    return out
