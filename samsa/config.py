@@ -114,6 +114,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", "1000",
               "Incremental fetch sessions kept (0 disables them)."),
     ConfigDef("group.initial.rebalance.delay.ms", "int", "3000", "Initial rebalance delay."),
+    ConfigDef("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout allowed."),
+    ConfigDef("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout allowed."),
+    ConfigDef("offsets.retention.minutes", "int", "10080", "Committed offsets of empty groups "
+              "are kept this long."),
+    ConfigDef("offsets.retention.check.interval.ms", "long", "600000", "Offset expiry period."),
+    ConfigDef("offset.metadata.max.bytes", "int", "4096", "Largest commit metadata string."),
+    ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "Segment size of "
+              "__consumer_offsets."),
 ] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from samsa.cluster.controller import Controller, ControllerError
+from samsa.cluster.internal_topic import InternalTopic
 from samsa.cluster.metadata import MetadataLog
 from samsa.config import BrokerConfig
+from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
@@ -36,6 +38,7 @@ class Broker:
         self.logs = LogManager(config.log_dirs)
         self.meta: MetadataLog | None = None
         self.controller: Controller
+        self.groups: GroupCoordinator
         self.handlers: dict[int, Any] = HANDLERS
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.AbstractServer | None = None
@@ -58,6 +61,9 @@ class Broker:
             for p in range(t.partitions):
                 if self.logs.get(t.name, p) is None:
                     self.logs.create(t.name, p, self.controller.log_config(t.name))
+        self.groups = self._group_coordinator()
+        self.groups.load()
+        self.groups.start()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), self.bind_host,
                                                self.bind_port, reuse_address=True, backlog=1024)
@@ -71,7 +77,25 @@ class Broker:
         log.info("Samsa broker %d listening on %s:%d (cluster %s, %s start)", self.node_id,
                  self.bind_host, self.port, image.cluster_id, "clean" if clean else "recovered")
 
+    def _group_coordinator(self) -> GroupCoordinator:
+        c = self.config
+        topic = InternalTopic(self.controller, self.logs, "__consumer_offsets",
+                              c.get_int("offsets.topic.num.partitions"),
+                              {"cleanup.policy": "compact",
+                               "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"})
+        cfg = GroupConfig(
+            min_session_ms=c.get_int("group.min.session.timeout.ms"),
+            max_session_ms=c.get_int("group.max.session.timeout.ms"),
+            initial_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
+            metadata_max_bytes=c.get_int("offset.metadata.max.bytes"),
+            retention_ms=c.get_int("offsets.retention.minutes") * 60000,
+            retention_check_ms=c.get_int("offsets.retention.check.interval.ms"))
+        return GroupCoordinator(topic, cfg,
+                                lambda t, p: self.logs.get(t, p) is not None)
+
     async def stop(self) -> None:
+        if hasattr(self, "groups"):
+            self.groups.stop()
         if self.server is not None:
             self.server.close()
         for c in list(self.connections):

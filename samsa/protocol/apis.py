@@ -17,6 +17,17 @@ DESCRIBE_LOG_DIRS = 35
 CREATE_PARTITIONS = 37
 INCREMENTAL_ALTER_CONFIGS = 44
 DESCRIBE_CLUSTER = 60
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+OFFSET_DELETE = 47
 
 # api key -> (min version, max version). Minimums are Kafka 4.x's; maximums are what our handlers
 # implement (and kio decodes).
@@ -36,4 +47,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     DESCRIBE_CLUSTER: (0, 1),
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
+    FIND_COORDINATOR: (0, 6),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
 }

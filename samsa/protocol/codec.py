@@ -17,7 +17,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 _I32 = struct.Struct(">i")
 
@@ -50,14 +50,14 @@ def decode_request(key: int, version: int, frame: bytes) -> tuple[Any, Any]:
 
 
 @cache
-def _field_plan(cls: type) -> tuple[tuple[str, str, Any, bool, Any], ...]:
+def _field_plan(cls: type) -> tuple[tuple[str, str, Any, bool, Any, bool], ...]:
     plan = []
     for f in fields(cls):
         kind = classify_field(f)
         nested = kind.type_ if isinstance(kind, EntityField | EntityTupleField) else None
         has_default = f.default is not MISSING or f.default_factory is not MISSING
         plan.append((f.name, f.metadata.get("kafka_type", ""), nested, has_default,
-                     isinstance(kind, EntityTupleField) or kind.is_array))
+                     isinstance(kind, EntityTupleField) or kind.is_array, is_optional(f)))
     return tuple(plan)
 
 
@@ -95,9 +95,11 @@ def _convert(kafka_type: str, value: Any) -> Any:
 
 def build(cls: type, data: dict[str, Any]) -> Any:
     kwargs: dict[str, Any] = {}
-    for name, ktype, nested, has_default, is_array in _field_plan(cls):
+    for name, ktype, nested, has_default, is_array, optional in _field_plan(cls):
         if name in data:
             value = data[name]
+            if value is None and not optional:
+                value = _zero(ktype, is_array)  # e.g. a null string in a version without nulls
             if nested is not None and value is not None:
                 if is_array:
                     value = tuple(v if is_dataclass(v) else build(nested, v) for v in value)

@@ -7,7 +7,7 @@ from typing import Any
 
 from samsa.protocol import apis
 
-from . import configs, fetch, meta, offsets, produce, producer_ids, topics
+from . import configs, fetch, groups, meta, offsets, produce, producer_ids, topics
 
 HANDLERS: dict[int, Any] = {
     apis.API_VERSIONS: meta.api_versions,
@@ -25,4 +25,15 @@ HANDLERS: dict[int, Any] = {
     apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     apis.DESCRIBE_LOG_DIRS: configs.describe_log_dirs,
     apis.INIT_PRODUCER_ID: producer_ids.init_producer_id,
+    apis.FIND_COORDINATOR: groups.find_coordinator,
+    apis.JOIN_GROUP: groups.join_group,
+    apis.SYNC_GROUP: groups.sync_group,
+    apis.HEARTBEAT: groups.heartbeat,
+    apis.LEAVE_GROUP: groups.leave_group,
+    apis.OFFSET_COMMIT: groups.offset_commit,
+    apis.OFFSET_FETCH: groups.offset_fetch,
+    apis.OFFSET_DELETE: groups.offset_delete,
+    apis.LIST_GROUPS: groups.list_groups,
+    apis.DESCRIBE_GROUPS: groups.describe_groups,
+    apis.DELETE_GROUPS: groups.delete_groups,
 }

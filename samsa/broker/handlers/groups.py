@@ -1,0 +1,191 @@
+"""Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups. Version differences are
+handled here; the state machine lives in samsa.coordinator.group."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.coordinator.group.model import GroupState
+from samsa.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+    from samsa.broker.server import RequestContext
+
+GROUP_KEY, TXN_KEY = 0, 1
+
+
+def _ms(td: Any) -> int:
+    return int(td.total_seconds() * 1000) if hasattr(td, "total_seconds") else int(td)
+
+
+async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
+    key_type = getattr(req, "key_type", GROUP_KEY)
+    results = []
+    for key in keys:
+        if key_type == GROUP_KEY:
+            await broker.groups.topic.ensure()
+            results.append({"key": key, "node_id": broker.node_id, "host": broker.host,
+                            "port": broker.port, "error_code": 0, "error_message": None})
+        else:
+            results.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                            "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                            "error_message": "The transaction coordinator is not available."})
+    if ctx.version >= 4:
+        return {"throttle_time": 0, "coordinators": results}
+    r = results[0]
+    return {"throttle_time": 0, "error_code": r["error_code"], "error_message": r["error_message"],
+            "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
+
+
+def _client_host(ctx: RequestContext) -> str:
+    peer = ctx.conn.transport.get_extra_info("peername") if ctx.conn.transport else None
+    return f"/{peer[0]}" if peer else ""
+
+
+async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    session = _ms(req.session_timeout)
+    rebalance = _ms(req.rebalance_timeout) if ctx.version >= 1 else session
+    resp = await broker.groups.join(
+        group_id=req.group_id, member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None), client_id=ctx.client_id or "",
+        client_host=_client_host(ctx), session_ms=session, rebalance_ms=rebalance,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        require_known_member_id=ctx.version >= 4, version=ctx.version)
+    return {"throttle_time": 0, **resp}
+
+
+async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    resp = await broker.groups.sync(
+        group_id=req.group_id, member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None), generation=req.generation_id,
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in req.assignments})
+    return {"throttle_time": 0, "error_code": resp["error_code"],
+            "protocol_type": resp.get("protocol_type"), "protocol_name": resp.get("protocol_name"),
+            "assignment": resp.get("assignment", b"")}
+
+
+def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    code = broker.groups.heartbeat(group_id=req.group_id, member_id=req.member_id,
+                                   instance_id=getattr(req, "group_instance_id", None),
+                                   generation=req.generation_id)
+    return {"throttle_time": 0, "error_code": code}
+
+
+def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    top, codes = broker.groups.leave(req.group_id, members)
+    if ctx.version < 3:
+        return {"throttle_time": 0, "error_code": codes[0] if codes else top}
+    return {"throttle_time": 0, "error_code": top,
+            "members": [{"member_id": mid, "group_instance_id": iid, "error_code": c}
+                        for (mid, iid), c in zip(members, codes, strict=True)]}
+
+
+async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+               for t in req.topics for p in t.partitions]
+    retention = -1
+    if 2 <= ctx.version <= 4:
+        retention = _ms(req.retention_time)
+    result = await broker.groups.commit(
+        group_id=req.group_id, member_id=req.member_id,
+        instance_id=getattr(req, "group_instance_id", None),
+        generation=req.generation_id_or_member_epoch, offsets=offsets, retention_ms=retention)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code = result if isinstance(result, int) else result[(t.name, p.partition_index)]
+            parts.append({"partition_index": p.partition_index, "error_code": code})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[list[dict[str, Any]], int]:
+    wanted = None if topics is None else \
+        [(t.name, p) for t in topics for p in t.partition_indexes]
+    found = broker.groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), e in sorted(found.items()):
+        by_topic.setdefault(topic, []).append({
+            "partition_index": p, "committed_offset": e.offset if e else -1,
+            "committed_leader_epoch": e.leader_epoch if e else -1,
+            "metadata": e.metadata if e else "", "error_code": 0})
+    return [{"name": t, "partitions": ps} for t, ps in by_topic.items()], 0
+
+
+def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.version >= 8:
+        groups = []
+        for g in req.groups:
+            topics, code = _fetch_group(broker, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"throttle_time": 0, "groups": groups}
+    topics, code = _fetch_group(broker, req.group_id, req.topics)
+    return {"throttle_time": 0, "topics": topics, "error_code": code}
+
+
+async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    result = await broker.groups.delete_offsets(req.group_id, tps)
+    if isinstance(result, int):
+        return {"error_code": result, "throttle_time": 0, "topics": []}
+    return {"error_code": 0, "throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": result[(t.name, p.partition_index)]}
+                                        for p in t.partitions]} for t in req.topics]}
+
+
+def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
+    types = {s.lower() for s in getattr(req, "types_filter", ()) or ()}
+    out = []
+    for g in broker.groups.groups.values():
+        if g.state == GroupState.DEAD:
+            continue
+        if states and g.state.value.lower() not in states:
+            continue
+        if types and "classic" not in types:
+            continue
+        out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+                    "group_state": g.state.value, "group_type": "classic"})
+    return {"throttle_time": 0, "error_code": 0, "groups": out}
+
+
+def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    out = []
+    for gid in req.groups:
+        g = broker.groups.groups.get(gid)
+        if g is None or g.state == GroupState.DEAD:
+            out.append({"error_code": Err.GROUP_ID_NOT_FOUND if ctx.version >= 6 else 0,
+                        "error_message": f"Group {gid} not found." if ctx.version >= 6 else None,
+                        "group_id": gid, "group_state": "Dead", "protocol_type": "",
+                        "protocol_data": "", "members": [], "authorized_operations": -2**31})
+            continue
+        stable = g.state == GroupState.STABLE
+        members = [{"member_id": m.member_id, "group_instance_id": m.instance_id,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "member_metadata": m.metadata_for(g.protocol) if stable else b"",
+                    "member_assignment": m.assignment if stable else b""}
+                   for m in g.members.values()]
+        out.append({"error_code": 0, "error_message": None, "group_id": gid,
+                    "group_state": g.state.value, "protocol_type": g.protocol_type or "",
+                    "protocol_data": (g.protocol or "") if stable else "", "members": members,
+                    "authorized_operations": -2**31})
+    return {"throttle_time": 0, "groups": out}
+
+
+async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    results = [{"group_id": gid, "error_code": await broker.groups.delete_group(gid)}
+               for gid in req.groups_names]
+    return {"throttle_time": 0, "results": results}
