@@ -67,8 +67,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
-        for f in self.pending:
-            f.cancel()
+        # In-flight handlers run to completion (a half-done controller or coordinator operation
+        # must never be cut off); their responses are dropped.
         self.pending.clear()
 
     def pause_writing(self) -> None:
@@ -170,6 +170,8 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _drain(self, _f: object = None) -> None:
+        if self.closed:
+            return
         while self.pending and self.pending[0].done():
             f = self.pending.popleft()
             if f.cancelled():

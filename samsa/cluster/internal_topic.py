@@ -56,6 +56,10 @@ class InternalTopic:
                     if e.code != 36:
                         raise
             self.partitions = self.controller.image.topics[self.name].partitions
+            cfg = self.controller.log_config(self.name)
+            for p in range(self.partitions):  # logs missing after an interrupted creation
+                if self.logs.get(self.name, p) is None:
+                    self.logs.create(self.name, p, cfg)
 
     def partition_of(self, key: str) -> int:
         return partition_for(key, self.partitions)
