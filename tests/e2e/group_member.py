@@ -21,9 +21,12 @@ def out(f, line: str) -> None:  # type: ignore[no-untyped-def]
 def run_confluent(bs: str, group: str, topic: str, f, extra: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
     from confluent_kafka import Consumer
 
-    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500, **extra}
+    conf: dict[str, object] = {"bootstrap.servers": bs, "group.id": group,
+                               "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **extra}
+    if conf.get("group.protocol") == "consumer":  # the broker owns these with KIP-848
+        conf.pop("session.timeout.ms")
+        conf.pop("heartbeat.interval.ms")
     c = Consumer(conf)
 
     def on_assign(consumer, parts):  # type: ignore[no-untyped-def]

@@ -36,4 +36,6 @@ HANDLERS: dict[int, Any] = {
     apis.LIST_GROUPS: groups.list_groups,
     apis.DESCRIBE_GROUPS: groups.describe_groups,
     apis.DELETE_GROUPS: groups.delete_groups,
+    apis.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat,
+    apis.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe,
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.coordinator.group.consumer_group import HeartbeatError
 from samsa.coordinator.group.model import GroupState
 from samsa.protocol.errors import Err
 
@@ -150,8 +151,13 @@ def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
     states = {s.lower() for s in getattr(req, "states_filter", ()) or ()}
     types = {s.lower() for s in getattr(req, "types_filter", ()) or ()}
     out = []
+    for cg in broker.groups.consumer_groups.values():
+        if (states and cg.state.lower() not in states) or (types and "consumer" not in types):
+            continue
+        out.append({"group_id": cg.group_id, "protocol_type": "consumer",
+                    "group_state": cg.state, "group_type": "consumer"})
     for g in broker.groups.groups.values():
-        if g.state == GroupState.DEAD:
+        if g.state == GroupState.DEAD or g.group_id in broker.groups.consumer_groups:
             continue
         if states and g.state.value.lower() not in states:
             continue
@@ -189,3 +195,30 @@ async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     results = [{"group_id": gid, "error_code": await broker.groups.delete_group(gid)}
                for gid in req.groups_names]
     return {"throttle_time": 0, "results": results}
+
+
+def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    owned = None if req.topic_partitions is None else \
+        [(tp.topic_id, list(tp.partitions)) for tp in req.topic_partitions]
+    subscribed = None if req.subscribed_topic_names is None else list(req.subscribed_topic_names)
+    try:
+        resp = broker.groups.consumer_heartbeat(
+            group_id=req.group_id, member_id=req.member_id, member_epoch=req.member_epoch,
+            instance_id=req.instance_id, rack_id=req.rack_id,
+            rebalance_ms=_ms(req.rebalance_timeout), subscribed=subscribed,
+            assignor=req.server_assignor, owned=owned, client_id=ctx.client_id or "",
+            client_host=_client_host(ctx), version=ctx.version)
+    except HeartbeatError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": str(e),
+                "member_id": req.member_id or None, "member_epoch": -1,
+                "heartbeat_interval": 0, "assignment": None}
+    return {"throttle_time": 0, "error_message": None, **resp}
+
+
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    groups = []
+    for gid in req.group_ids:
+        d = broker.groups.describe_consumer_group(gid)
+        d["authorized_operations"] = -2**31
+        groups.append(d)
+    return {"throttle_time": 0, "groups": groups}

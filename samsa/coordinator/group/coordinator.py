@@ -20,6 +20,15 @@ from typing import Any
 
 from samsa.cluster.internal_topic import InternalTopic
 
+from .assignors import ASSIGNORS, TP
+from .consumer_group import (
+    FENCED_MEMBER_EPOCH,
+    UNSUPPORTED_ASSIGNOR,
+    ConsumerGroup,
+    ConsumerMember,
+    HeartbeatError,
+    new_member_id,
+)
 from .model import Group, GroupState, Member, OffsetEntry
 
 log = logging.getLogger("samsa.groups")
@@ -39,6 +48,7 @@ GROUP_ID_NOT_FOUND = 69
 MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+STALE_MEMBER_EPOCH = 113
 
 
 class GroupError(Exception):
@@ -50,7 +60,10 @@ class GroupError(Exception):
 class GroupConfig:
     def __init__(self, min_session_ms: int = 6000, max_session_ms: int = 1800000,
                  initial_delay_ms: int = 3000, metadata_max_bytes: int = 4096,
-                 retention_ms: int = 7 * 86400 * 1000, retention_check_ms: int = 600000) -> None:
+                 retention_ms: int = 7 * 86400 * 1000, retention_check_ms: int = 600000,
+                 consumer_heartbeat_ms: int = 5000, consumer_session_ms: int = 45000) -> None:
+        self.consumer_heartbeat_ms = consumer_heartbeat_ms
+        self.consumer_session_ms = consumer_session_ms
         self.min_session_ms = min_session_ms
         self.max_session_ms = max_session_ms
         self.initial_delay_ms = initial_delay_ms
@@ -63,9 +76,157 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class GroupCoordinator:
+class ConsumerProtocolMixin:
+    """KIP-848 ConsumerGroupHeartbeat / ConsumerGroupDescribe, on the same coordinator (group
+    ids share one namespace with classic groups, as in Kafka)."""
+
+    groups: dict[str, Group]
+    consumer_groups: dict[str, ConsumerGroup]
+    topic: InternalTopic
+    heartbeat_interval_ms: int
+    consumer_session_ms: int
+
+    def _partition_counts(self) -> dict[str, int]:
+        return {n: t.partitions for n, t in self.topic.controller.image.topics.items()}
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        return {t.topic_id: n for n, t in self.topic.controller.image.topics.items()}
+
+    def consumer_heartbeat(self, *, group_id: str, member_id: str, member_epoch: int,
+                           instance_id: str | None, rack_id: str | None, rebalance_ms: int,
+                           subscribed: list[str] | None, assignor: str | None,
+                           owned: list[tuple[uuid.UUID, list[int]]] | None, client_id: str,
+                           client_host: str, version: int) -> dict[str, Any]:
+        if not group_id:
+            raise HeartbeatError(INVALID_GROUP_ID, "The group id must not be empty.")
+        if assignor is not None and assignor not in ASSIGNORS:
+            raise HeartbeatError(UNSUPPORTED_ASSIGNOR, f"Unsupported assignor {assignor}.")
+        classic = self.groups.get(group_id)
+        if classic is not None and classic.members:
+            raise HeartbeatError(INCONSISTENT_GROUP_PROTOCOL,
+                                 f"Group {group_id} is a classic group with active members.")
+        g = self.consumer_groups.setdefault(group_id, ConsumerGroup(group_id))
+        counts = self._partition_counts()
+        names = self._topic_names()
+        if member_epoch in (-1, -2):  # leave (static members: -2 keeps nothing either here)
+            g.remove(member_id, counts)
+            if not g.members:
+                self._consumer_group_empty(g)
+            return {"error_code": 0, "member_id": member_id, "member_epoch": member_epoch,
+                    "heartbeat_interval": self.heartbeat_interval_ms, "assignment": None}
+        m = g.members.get(member_id) if member_id else None
+        if member_epoch == 0:
+            if m is None and instance_id is not None:
+                old = next((x for x in g.members.values() if x.instance_id == instance_id), None)
+                if old is not None:  # a static member came back: it takes over its assignment
+                    old_id = old.member_id
+                    g.members.pop(old_id)
+                    old.member_id = member_id or new_member_id()
+                    g.members[old.member_id] = old
+                    g.target[old.member_id] = g.target.pop(old_id, set())
+                    m = old
+                    m.owned, m.last_sent = set(), None
+            if m is None:
+                m = ConsumerMember(member_id or new_member_id(), instance_id, rack_id, client_id,
+                                   client_host, rebalance_ms)
+                g.members[m.member_id] = m
+                m.subscribed = sorted(subscribed or [])
+                m.assignor = assignor
+                g.bump(counts)
+            elif m.instance_id is None or m.instance_id != instance_id:
+                # a known dynamic member rejoining from scratch (e.g. after being fenced)
+                m.owned, m.assigned, m.last_sent = set(), set(), None
+        else:
+            if m is None:
+                raise HeartbeatError(UNKNOWN_MEMBER_ID,
+                                     f"Member {member_id} is not a member of group {group_id}.")
+            if member_epoch > m.epoch or member_epoch < m.epoch - 1:
+                raise HeartbeatError(FENCED_MEMBER_EPOCH,
+                                     f"Member epoch {member_epoch} does not match {m.epoch}.")
+        m.last_heartbeat = time.monotonic()
+        m.rebalance_timeout_ms = rebalance_ms
+        if subscribed is not None and sorted(subscribed) != m.subscribed:
+            m.subscribed = sorted(subscribed)
+            g.bump(counts)
+        if assignor is not None and assignor != m.assignor:
+            m.assignor = assignor
+            g.bump(counts)
+        # partitions of subscribed topics changed (CreatePartitions, new topics): recompute
+        if any(tp[1] >= counts.get(tp[0], 0) for tp in set().union(*g.target.values())) or \
+                sum(counts.get(t, 0) for t in {t for x in g.members.values() for t in x.subscribed}) \
+                != sum(len(s) for s in g.target.values()):
+            g.bump(counts)
+        if owned is not None:
+            m.owned = {(names[tid], p) for tid, parts in owned if tid in names for p in parts}
+        g.reconcile(m)
+        resp: dict[str, Any] = {"error_code": 0, "member_id": m.member_id,
+                                "member_epoch": m.epoch,
+                                "heartbeat_interval": self.heartbeat_interval_ms,
+                                "assignment": None}
+        now = frozenset(m.assigned)
+        if now != m.last_sent or member_epoch == 0:
+            ids = {n: t.topic_id for n, t in self.topic.controller.image.topics.items()}
+            by_topic: dict[str, list[int]] = {}
+            for t, p in sorted(now):
+                by_topic.setdefault(t, []).append(p)
+            resp["assignment"] = {"topic_partitions": [
+                {"topic_id": ids[t], "partitions": ps} for t, ps in by_topic.items() if t in ids]}
+            m.last_sent = now
+        return resp
+
+    def _consumer_group_empty(self, g: ConsumerGroup) -> None:
+        """An empty consumer group keeps its committed offsets (as an offsets-only group)."""
+        self.consumer_groups.pop(g.group_id, None)
+        og = self.groups.setdefault(g.group_id, Group(g.group_id))
+        og.empty_since_ms = _now_ms()
+
+    def expire_consumer_members(self) -> None:
+        now = time.monotonic()
+        for g in list(self.consumer_groups.values()):
+            gone = [mid for mid, m in g.members.items()
+                    if now - m.last_heartbeat > self.consumer_session_ms / 1000]
+            for mid in gone:
+                log.info("consumer group %s: member %s session expired", g.group_id, mid)
+                g.remove(mid, self._partition_counts())
+            if gone and not g.members:
+                self._consumer_group_empty(g)
+
+    def describe_consumer_group(self, group_id: str) -> dict[str, Any]:
+        g = self.consumer_groups.get(group_id)
+        if g is None:
+            return {"error_code": GROUP_ID_NOT_FOUND,
+                    "error_message": f"Group {group_id} not found.", "group_id": group_id,
+                    "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                    "assignor_name": "", "members": []}
+        ids = {n: t.topic_id for n, t in self.topic.controller.image.topics.items()}
+
+        def assignment(tps: set[TP]) -> dict[str, Any]:
+            by: dict[str, list[int]] = {}
+            for t, p in sorted(tps):
+                by.setdefault(t, []).append(p)
+            return {"topic_partitions": [{"topic_id": ids.get(t), "topic_name": t,
+                                          "partitions": ps} for t, ps in by.items()]}
+
+        return {"error_code": 0, "error_message": None, "group_id": group_id,
+                "group_state": g.state, "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch, "assignor_name": g.assignor_name,
+                "members": [{"member_id": m.member_id, "instance_id": m.instance_id,
+                             "rack_id": m.rack_id, "member_epoch": m.epoch,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "subscribed_topic_names": m.subscribed,
+                             "subscribed_topic_regex": None,
+                             "assignment": assignment(m.assigned),
+                             "target_assignment": assignment(g.target.get(m.member_id, set())),
+                             "member_type": 1}
+                            for m in g.members.values()]}
+
+
+class GroupCoordinator(ConsumerProtocolMixin):
     def __init__(self, topic: InternalTopic, config: GroupConfig,
                  partition_exists: Any) -> None:
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.heartbeat_interval_ms = config.consumer_heartbeat_ms
+        self.consumer_session_ms = config.consumer_session_ms
         self.topic = topic
         self.config = config
         self.partition_exists = partition_exists  # (topic, partition) -> bool
@@ -176,6 +337,9 @@ class GroupCoordinator:
             self._validate_join(group_id, session_ms)
         except GroupError as e:
             return self._join_error(e.code, member_id)
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and cg.members:
+            return self._join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
         g = self.groups.get(group_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
@@ -509,6 +673,7 @@ class GroupCoordinator:
     async def _expiry_loop(self) -> None:
         while True:
             await asyncio.sleep(0.1)
+            self.expire_consumer_members()
             now = time.monotonic()
             for g in list(self.groups.values()):
                 if g.state not in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE,
@@ -535,7 +700,15 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if not group_id:
             return INVALID_GROUP_ID
-        if g is None or g.state == GroupState.DEAD:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None and cg.members:
+            cm = cg.members.get(member_id)
+            if cm is None:
+                return UNKNOWN_MEMBER_ID
+            if generation != cm.epoch:
+                return STALE_MEMBER_EPOCH
+            g = self.groups.setdefault(group_id, Group(group_id))
+        elif g is None or g.state == GroupState.DEAD:
             if generation >= 0:
                 return ILLEGAL_GENERATION
             g = self.groups.setdefault(group_id, Group(group_id))
@@ -673,3 +846,4 @@ class GroupCoordinator:
                 self.groups.pop(g.group_id, None)
             n += len(dead)
         return n
+
