@@ -2,13 +2,15 @@
 
     python group_member.py CLIENT BOOTSTRAP GROUP TOPIC OUTFILE [key=value ...]
 
-Writes one line per event to OUTFILE: `msg PARTITION OFFSET`, `assign P,P,...`, `revoke P,...`.
+Writes one line per event to OUTFILE: `msg PARTITION OFFSET`, `assign P,P,...`, `revoke P,...`,
+or `set P,...` (the whole current assignment, for KIP-848 members polled without callbacks).
 Commits synchronously after processing each message batch (at-least-once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import time
 
@@ -44,12 +46,19 @@ def run_confluent(bs: str, group: str, topic: str, f, extra: dict[str, str]) -> 
     else:
         c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
     last_assign = None
+    try:
+        _confluent_loop(c, conf, f, last_assign)
+    finally:
+        c.close()
+
+
+def _confluent_loop(c, conf, f, last_assign) -> None:  # type: ignore[no-untyped-def]
     while True:
         msgs = c.consume(100, 0.2)
         if conf.get("group.protocol") == "consumer":
             now = sorted(p.partition for p in c.assignment())
             if now != last_assign:
-                out(f, "assign " + ",".join(map(str, now)))
+                out(f, "set " + ",".join(map(str, now)))
                 last_assign = now
         for m in msgs:
             if m.error() is None:
@@ -116,6 +125,8 @@ def run_aiokafka(bs: str, group: str, topic: str, f, extra: dict[str, str]) -> N
 
 
 def main() -> None:
+    # SIGTERM = a polite stop: leave the group (SIGKILL is the crash case)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     client, bs, group, topic, path = sys.argv[1:6]
     extra: dict[str, str] = dict(a.split("=", 1) for a in sys.argv[6:])
     with open(path, "a") as f:

@@ -47,10 +47,12 @@ class Member:
         owned: set[int] | None = None
         for line in self.lines():
             kind, _, rest = line.partition(" ")
-            if kind not in ("assign", "revoke"):
+            if kind not in ("assign", "revoke", "set"):
                 continue
             parts = {int(x) for x in rest.split(",") if x}
-            if kind == "assign":
+            if kind == "set":
+                owned = parts
+            elif kind == "assign":
                 owned = (owned or set()) | parts
             elif kind == "revoke" and owned is not None:
                 owned -= parts
@@ -194,6 +196,29 @@ def test_static_member_restart_keeps_partitions_without_rebalance(broker: SamsaB
         assert not [x for x in ms[1].lines() if x.startswith("revoke") and x != "revoke "], \
             "the other member was revoked: a rebalance happened"
         assert describe_generation(bs, "g-static") == gen_before
+    finally:
+        for m in ms:
+            m.stop()
+
+
+def test_kip848_consumer_protocol_balances_and_rebalances(broker: SamsaBroker,
+                                                           tmp_path: Path) -> None:
+    bs = broker.bootstrap
+    make_topic(bs, "grp-848", 600)
+    conf = {"group.protocol": "consumer"}
+    ms = [Member("confluent", bs, "g-848", "grp-848", tmp_path / f"k{i}.log", **conf)
+          for i in range(2)]
+    try:
+        assert wait_until(lambda: balanced(ms, 3)), [m.assignment() for m in ms]
+        ms.append(Member("confluent", bs, "g-848", "grp-848", tmp_path / "k2.log", **conf))
+        assert wait_until(lambda: balanced(ms, 2)), [m.assignment() for m in ms]
+        ms[0].stop()  # leaves the group (member epoch -1)
+        assert wait_until(lambda: balanced(ms[1:], 3)), [m.assignment() for m in ms[1:]]
+        want = all_offsets(bs, "grp-848")
+        assert wait_until(lambda: want <= set().union(*(m.messages() for m in ms)))
+        admin = AdminClient({"bootstrap.servers": bs})
+        d = admin.describe_consumer_groups(["g-848"])["g-848"].result(10)
+        assert len(d.members) == 2
     finally:
         for m in ms:
             m.stop()
