@@ -122,6 +122,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("offset.metadata.max.bytes", "int", "4096", "Largest commit metadata string."),
     ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "Segment size of "
               "__consumer_offsets."),
+    ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner (compaction)."),
+    ConfigDef("log.cleaner.backoff.ms", "long", "15000", "Cleaner sleep when nothing is cleanable."),
+    ConfigDef("log.cleaner.threads", "int", "1", "Cleaner threads (Samsa runs one)."),
+    ConfigDef("log.cleaner.dedupe.buffer.size", "long", "134217728",
+              "Memory for the cleaner's key -> offset map."),
+    ConfigDef("log.cleaner.io.buffer.size", "int", "524288", "Cleaner read/write buffer size."),
+    ConfigDef("log.cleaner.io.buffer.load.factor", "double", "0.9", "Offset map load factor."),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308",
+              "Cleaner I/O throttle."),
+    ConfigDef("producer.id.expiration.ms", "int", "86400000",
+              "Idle time after which a producer id's state may be dropped."),
+    ConfigDef("samsa.log.cleaner.mode", "string", "process",
+              "Where cleaning runs: a child process, or a thread of the broker.",
+              valid=("process", "thread")),
 ] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 

@@ -12,6 +12,7 @@ from samsa.cluster.internal_topic import InternalTopic
 from samsa.cluster.metadata import MetadataLog
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
@@ -35,7 +36,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         _, self.bind_host, self.bind_port = parse_listener(config.get("listeners") or "")
-        self.logs = LogManager(config.log_dirs)
+        self.logs = LogManager(config.log_dirs, CleanerConfig.from_broker(config.get))
         self.meta: MetadataLog | None = None
         self.controller: Controller
         self.groups: GroupCoordinator

@@ -1,10 +1,11 @@
-"""The client commands of `samsa`: topics, produce, consume and demo (built on confluent-kafka)."""
+"""The client commands of `samsa`: topics, produce, consume and demo (built on confluent-kafka), and
+`log` (reads log dirs)."""
 
 from __future__ import annotations
 
 import argparse
 
-from . import consume, demo, produce, topics
+from . import consume, demo, log, produce, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -12,3 +13,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     produce.add_parser(sub)
     consume.add_parser(sub)
     demo.add_parser(sub)
+    log.add_parser(sub)

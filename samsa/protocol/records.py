@@ -71,14 +71,18 @@ def encode_batch(
     base_sequence: int = -1,
     attributes_extra: int = 0,
     leader_epoch: int = 0,
+    offset_deltas: list[int] | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
-    """Build a RecordBatch v2 from (key, value, headers, timestamp_ms) tuples."""
+    """Build a RecordBatch v2 from (key, value, headers, timestamp_ms) tuples. `offset_deltas` and
+    `last_offset_delta` give records explicit offsets (batches with gaps, as compaction leaves)."""
     if not records:
         raise ValueError("a batch holds at least one record")
+    deltas = offset_deltas if offset_deltas is not None else list(range(len(records)))
     base_ts = min(r[3] for r in records)
     max_ts = max(r[3] for r in records)
     body = bytearray()
-    for delta, (key, value, headers, ts) in enumerate(records):
+    for delta, (key, value, headers, ts) in zip(deltas, records, strict=True):
         rec = bytearray([0])
         write_varint(rec, ts - base_ts)
         write_varint(rec, delta)
@@ -90,18 +94,38 @@ def encode_batch(
             _write_bytes(rec, hv)
         write_varint(body, len(rec))
         body += rec
-    payload = codecs.compress(compression, bytes(body))
-    attrs = (compression & 0x07) | attributes_extra
+    return encode_raw_batch(
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        attributes=(compression & 0x07) | attributes_extra,
+        last_offset_delta=deltas[-1] if last_offset_delta is None else last_offset_delta,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        count=len(records),
+        records_body=bytes(body),
+    )
+
+
+def encode_raw_batch(*, base_offset: int, leader_epoch: int, attributes: int, last_offset_delta: int,
+                     base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
+                     base_sequence: int, count: int, records_body: bytes) -> bytes:
+    """A RecordBatch v2 around already-encoded records (compressed here with the codec in
+    `attributes`): every header field is the caller's, so a rewritten batch (the log cleaner's)
+    keeps its offsets, producer state and flags."""
+    payload = codecs.compress(attributes & 0x07, records_body) if count else b""
     after_crc = struct.pack(
         ">hiqqqhii",
-        attrs,
-        len(records) - 1,
-        base_ts,
-        max_ts,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        count,
     ) + payload
     crc = crc32c.crc32c(after_crc)
     batch_length = 4 + 1 + 4 + len(after_crc)
@@ -144,6 +168,87 @@ def decode_batch(buf: bytes | memoryview, pos: int = 0) -> list[Record]:
     return out
 
 
+def _uvarint_at(buf: bytes, pos: int) -> tuple[int, int]:
+    """Unsigned (still zigzagged) varint at pos: (raw value, next position)."""
+    shift = 0
+    v = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+RawRecord = tuple[int, int, int, int, int, bytes | None, bool]
+
+
+def scan_records(payload: bytes, count: int) -> list[RawRecord]:
+    """Walk the (decompressed) records of a batch without building Record objects: per record
+    (start, body, end, timestamp delta, offset delta, key, has value), where payload[start:end] is
+    the whole record and payload[body:end] everything after the timestamp delta. The log cleaner's
+    and the compacted-topic key check's inner loop, so varints are decoded inline."""
+    out: list[RawRecord] = []
+    p = 0
+    for _ in range(count):
+        start = p
+        b = payload[p]
+        if b < 0x80:
+            n = b
+            p += 1
+        else:
+            n, p = _uvarint_at(payload, p)
+        end = p + ((n >> 1) ^ -(n & 1))
+        p += 1  # record attributes
+        b = payload[p]
+        if b < 0x80:
+            n = b
+            p += 1
+        else:
+            n, p = _uvarint_at(payload, p)
+        ts_delta = (n >> 1) ^ -(n & 1)
+        body = p
+        b = payload[p]
+        if b < 0x80:
+            n = b
+            p += 1
+        else:
+            n, p = _uvarint_at(payload, p)
+        off_delta = (n >> 1) ^ -(n & 1)
+        b = payload[p]
+        if b < 0x80:
+            n = b
+            p += 1
+        else:
+            n, p = _uvarint_at(payload, p)
+        klen = (n >> 1) ^ -(n & 1)
+        if klen >= 0:
+            key: bytes | None = payload[p : p + klen]
+            p += klen
+        else:
+            key = None
+        b = payload[p]
+        if b < 0x80:
+            n = b
+        else:
+            n, _ = _uvarint_at(payload, p)
+        if end > len(payload) or end <= body:
+            raise ValueError("record overruns its batch")
+        out.append((start, body, end, ts_delta, off_delta, key, not n & 1))
+        p = end
+    return out
+
+
+def keyless_records(batch: bytes | memoryview) -> list[int]:
+    """Indexes of the records without a key (compacted topics reject them, as Kafka does)."""
+    h = read_header(batch)
+    payload = codecs.decompress(h.compression, memoryview(batch)[HEADER_SIZE : h.size])
+    return [i for i, r in enumerate(scan_records(payload, h.records_count)) if r[5] is None]
+
+
 def iter_batches(buf: bytes | memoryview) -> list[tuple[int, int]]:
     """(position, size) of each complete batch in buf."""
     out = []
@@ -159,4 +264,5 @@ def iter_batches(buf: bytes | memoryview) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["ATTR_OFFSET", "Record", "decode_batch", "encode_batch", "iter_batches"]
+__all__ = ["ATTR_OFFSET", "Record", "decode_batch", "encode_batch", "encode_raw_batch", "iter_batches",
+           "keyless_records", "scan_records"]

@@ -9,19 +9,49 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import time
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
 from samsa.protocol.records import decode_batch
 
-from .segment import Segment
+from .segment import Segment, segment_name
 
 META = "partition.meta"
+SWAP = ".swap"
+CLEANED = ".cleaned"
+log = logging.getLogger("samsa.storage")
+
+# tests set this to stop a segment swap between two steps (a simulated crash)
+swap_hook: Callable[[str], None] | None = None
+
+
+def swap_name(first_base: int, next_base: int) -> str:
+    """`<first>.<next>.swap`: a cleaned segment replacing every segment with a base offset in
+    [first, next). The name carries the range so recovery knows what the swap replaces."""
+    return f"{segment_name(first_base)}.{segment_name(next_base)}{SWAP}"
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _segment_files(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in directory.iterdir():
+        if p.suffix in (".log", ".index", ".timeindex") and p.stem.isdigit():
+            out.append((int(p.stem), p))
+    return out
 
 
 @dataclass
@@ -39,6 +69,26 @@ class LogConfig:
     compression_type: str = "producer"
     timestamp_after_max_ms: int = 3600000
     timestamp_before_max_ms: int = 2**63 - 1
+    delete_retention_ms: int = 86400000
+    min_cleanable_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = 2**63 - 1
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def roll_ms(self) -> int:
+        """Kafka's maxSegmentMs: a compacted topic also rolls by max.compaction.lag.ms, since the
+        active segment is never cleaned."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @classmethod
     def from_topic(cls, c: dict[str, str]) -> LogConfig:
@@ -56,6 +106,10 @@ class LogConfig:
             compression_type=c.get("compression.type", "producer"),
             timestamp_after_max_ms=int(c.get("message.timestamp.after.max.ms", 3600000)),
             timestamp_before_max_ms=int(c.get("message.timestamp.before.max.ms", 2**63 - 1)),
+            delete_retention_ms=int(c.get("delete.retention.ms", 86400000)),
+            min_cleanable_ratio=float(c.get("min.cleanable.dirty.ratio", 0.5)),
+            min_compaction_lag_ms=int(c.get("min.compaction.lag.ms", 0)),
+            max_compaction_lag_ms=int(c.get("max.compaction.lag.ms", 2**63 - 1)),
         )
 
 
@@ -95,8 +149,10 @@ class PartitionLog:
             meta = json.loads(meta_path.read_text())
             self.log_start_offset = meta.get("log_start_offset", 0)
             self.recovery_point = meta.get("recovery_point", 0)
-        for p in self.dir.glob("*.cleaned"):
+        for p in self.dir.glob("*" + CLEANED):
             p.unlink()
+        for p in sorted(self.dir.glob("*" + SWAP)):
+            self._finish_swap(p)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
         for base in bases:
             seg = Segment(self.dir, base, self.config.index_interval)
@@ -105,8 +161,10 @@ class PartitionLog:
                 seg.recover(validate=True)
             self.segments.append(seg)
             self.bases.append(base)
-        # a segment left empty by a torn tail is harmless except as a zero-length non-active one
-        while len(self.segments) > 1 and self.segments[-1].size == 0:
+        # a segment left empty by a torn tail is harmless except as a zero-length non-active one;
+        # dropping it must not move the end offset back (compaction leaves gaps before it)
+        while (len(self.segments) > 1 and self.segments[-1].size == 0
+               and self.segments[-2].next_offset >= self.segments[-1].base):
             seg = self.segments.pop()
             self.bases.pop()
             seg.delete()
@@ -117,6 +175,57 @@ class PartitionLog:
         self.recovery_point = self.end_offset if clean else self.active.base
         self.flushed_offset = self.recovery_point
         self._write_meta()
+
+    def _finish_swap(self, swap: Path) -> None:
+        """Complete a segment swap interrupted by a crash: the swap file was written and fsynced
+        before it got its name, so it replaces whatever remains of the segments it covers."""
+        first_s, _, next_s = swap.stem.partition(".")
+        first, nxt = int(first_s), int(next_s)
+        for base, p in _segment_files(self.dir):
+            if first <= base < nxt:
+                p.unlink()
+        os.replace(swap, self.dir / f"{segment_name(first)}.log")
+        log.info("%s: completed an interrupted swap of cleaned segment %d (replacing [%d, %d))",
+                 self.dir.name, first, first, nxt)
+
+    def replace_segments(self, old: list[Segment]) -> bool:
+        """Swap the cleaner's output (a closed, fsynced `.cleaned` segment named after old[0]) in for
+        `old`, consecutive non-active segments. Runs on the event loop between
+        appends. False (and the cleaned files removed) when `old` is no longer exactly in the log
+        (retention, DeleteRecords or deletion got there first).
+
+        Crash safety: the `.cleaned` log is renamed to a `.swap` name carrying the replaced offset
+        range (the commit point), the old files are deleted, the new indexes renamed in, and last the
+        swap renamed to the final `.log`. `_load` finishes an interrupted swap or, before the commit
+        point, discards the `.cleaned` files."""
+        stem = str(self.dir / segment_name(old[0].base))
+        cleaned = [Path(stem + ext + CLEANED) for ext in (".log", ".index", ".timeindex")]
+        first = next((i for i, s in enumerate(self.segments) if s is old[0]), -1)
+        end = first + len(old)
+        if (self.deleted or first < 0 or end >= len(self.segments)
+                or any(a is not b for a, b in zip(self.segments[first:end], old, strict=True))):
+            for p in cleaned:
+                p.unlink(missing_ok=True)
+            return False
+        next_base = self.segments[end].base
+        swap = self.dir / swap_name(old[0].base, next_base)
+        os.rename(cleaned[0], swap)
+        _step("swap-named")
+        for seg in old:
+            seg.delete() if seg.base != old[0].base else seg.close()
+        _step("old-deleted")
+        base_stem = self.dir / segment_name(old[0].base)
+        os.replace(cleaned[1], base_stem.with_suffix(".index"))
+        os.replace(cleaned[2], base_stem.with_suffix(".timeindex"))
+        _step("indexes-renamed")
+        os.replace(swap, base_stem.with_suffix(".log"))
+        _step("done")
+        seg = Segment(self.dir, old[0].base, self.config.index_interval)
+        if not seg.load_indexes():
+            seg.recover(validate=False)
+        self.segments[first:end] = [seg]
+        self.bases[first:end] = [seg.base]
+        return True
 
     def _write_meta(self) -> None:
         tmp = self.dir / (META + ".tmp")
@@ -173,7 +282,7 @@ class PartitionLog:
             return
         age_ref = act.first_timestamp if act.first_timestamp is not None else act.created * 1000
         if (act.size + incoming > self.config.segment_bytes
-                or now_ms - age_ref >= self.config.segment_ms
+                or now_ms - age_ref >= self.config.roll_ms
                 or act.index_full):
             self.roll()
 
@@ -337,7 +446,10 @@ class PartitionLog:
         n = 0
         if self.config.retention_ms >= 0:
             for seg in self.segments:
-                if seg.size == 0 or now_ms - seg.max_timestamp <= self.config.retention_ms:
+                if seg is self.active and seg.size == 0:
+                    break
+                # a closed segment the cleaner emptied holds nothing to keep
+                if seg.size > 0 and now_ms - seg.max_timestamp <= self.config.retention_ms:
                     break
                 n += 1
         if self.config.retention_bytes >= 0:
@@ -366,6 +478,11 @@ class PartitionLog:
                 self._drop_leading(n)
             self._write_meta()
         return self.log_start_offset
+
+
+def _step(name: str) -> None:
+    if swap_hook is not None:
+        swap_hook(name)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -1,5 +1,6 @@
-"""All partition logs under log.dirs: open/recover on start, create, delete, periodic retention and
-flush, and the clean-shutdown marker that lets the next start skip recovery."""
+"""All partition logs under log.dirs: open/recover on start, create, delete, periodic retention,
+flush and log cleaning (compaction), and the clean-shutdown marker that lets the next start skip
+recovery."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from .cleaner import CleanerConfig, LogCleaner
 from .log import LogConfig, PartitionLog
 
 CLEAN_MARKER = ".samsa_clean_shutdown"
@@ -21,11 +23,12 @@ def partition_dir_name(topic: str, partition: int) -> str:
 
 
 class LogManager:
-    def __init__(self, log_dirs: list[Path]) -> None:
+    def __init__(self, log_dirs: list[Path], cleaner: CleanerConfig | None = None) -> None:
         self.log_dirs = log_dirs
         self.logs: dict[tuple[str, int], PartitionLog] = {}
         self.clean_start = True
         self._tasks: list[asyncio.Task[None]] = []
+        self.cleaner = LogCleaner(cleaner or CleanerConfig(), log_dirs)
 
     def detect_clean(self) -> bool:
         """Was the last shutdown clean? Consumes the marker (a crash from now on is unclean)."""
@@ -92,6 +95,7 @@ class LogManager:
             target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}-delete")
             lg.dir.rename(target)
             shutil.rmtree(target, ignore_errors=True)
+        self.cleaner.forget(topic)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self.logs.items():
@@ -104,6 +108,8 @@ class LogManager:
     def start_background(self, retention_check_ms: int, flush_check_ms: int) -> None:
         self._tasks.append(asyncio.create_task(self._retention_loop(retention_check_ms)))
         self._tasks.append(asyncio.create_task(self._flush_loop(min(flush_check_ms, 1000))))
+        if self.cleaner.config.enable:
+            self._tasks.append(asyncio.create_task(self.cleaner.run(self.logs)))
 
     async def _retention_loop(self, interval_ms: int) -> None:
         while True:
@@ -128,6 +134,7 @@ class LogManager:
     def shutdown(self) -> None:
         for t in self._tasks:
             t.cancel()
+        self.cleaner.close()
         for lg in self.logs.values():
             lg.close(clean=True)
         for d in self.log_dirs:

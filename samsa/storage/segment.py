@@ -29,14 +29,15 @@ def segment_name(base: int) -> str:
 
 
 class Segment:
-    def __init__(self, directory: Path, base_offset: int, index_interval: int) -> None:
+    def __init__(self, directory: Path, base_offset: int, index_interval: int, suffix: str = "") -> None:
+        """`suffix` names a segment being built beside the live one (the cleaner's `.cleaned`)."""
         self.dir = directory
         self.base = base_offset
         self.index_interval = index_interval
-        stem = directory / segment_name(base_offset)
-        self.log_path = stem.with_suffix(".log")
-        self.index_path = stem.with_suffix(".index")
-        self.tindex_path = stem.with_suffix(".timeindex")
+        stem = str(directory / segment_name(base_offset))
+        self.log_path = Path(stem + ".log" + suffix)
+        self.index_path = Path(stem + ".index" + suffix)
+        self.tindex_path = Path(stem + ".timeindex" + suffix)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.idx_off = array("q")
@@ -78,6 +79,9 @@ class Segment:
         self._open_indexes(truncate=False)
         if self.t_ts:
             self.max_timestamp, self.max_timestamp_offset = self.t_ts[-1], self.t_off[-1]
+        # the first batch's timestamp ages the segment (segment.ms, max.compaction.lag.ms)
+        if self.size >= HEADER_SIZE:
+            self.first_timestamp = read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
         # the last batch tells the next offset; the max timestamp comes from the time index or a scan
         start = self.idx_pos[-1] if self.idx_pos else 0
         self._scan(start, validate=False, rebuild=False)
@@ -160,6 +164,18 @@ class Segment:
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
         self._index(base, last, max_ts, pos, n)
+
+    def append_many(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
+        """Append several batches with one write; `batches` holds (base, last, max timestamp, size)
+        of each, in order (the cleaner's output)."""
+        pos = self.size
+        n = os.write(self.fd, data)
+        if n != len(data):
+            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+        self.size += n
+        for base, last, max_ts, size in batches:
+            self._index(base, last, max_ts, pos, size)
+            pos += size
 
     def position_of(self, offset: int) -> int | None:
         """File position of the batch containing `offset` (or the first batch after it)."""

@@ -1,5 +1,6 @@
 """Produce: validate each partition's batch, append it verbatim (base offset patched), answer
-according to acks. No per-record work unless the topic forces a compression codec."""
+according to acks. No per-record work unless the topic forces a compression codec or is compacted
+(its records must have keys)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from samsa.protocol import codecs
 from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
 from samsa.protocol.produce_response import encode_produce_response
+from samsa.protocol.records import keyless_records
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -44,6 +46,13 @@ def _append_one(lg: PartitionLog, index: int, records: bytes | None,
             return _error(index, Err.INVALID_TIMESTAMP,
                           "Timestamp of the batch is out of the range allowed by "
                           "message.timestamp.before.max.ms / message.timestamp.after.max.ms")
+    if cfg.compact:
+        try:
+            keyless = keyless_records(records)
+        except Exception:
+            return _error(index, Err.CORRUPT_MESSAGE, "record batch does not decode")
+        if keyless:
+            return _keyless_error(lg, index, keyless)
     target = _TOPIC_CODEC.get(cfg.compression_type)
     data = bytearray(records)
     if target is not None and target != h.compression:
@@ -52,6 +61,19 @@ def _append_one(lg: PartitionLog, index: int, records: bytes | None,
     return {"index": index, "error_code": 0, "base_offset": base,
             "log_append_time": append_time, "log_start_offset": lg.log_start_offset,
             "record_errors": (), "error_message": None}
+
+
+def _keyless_error(lg: PartitionLog, index: int, keyless: list[int]) -> dict[str, Any]:
+    """Kafka's answer (LogValidator.validateKey): INVALID_RECORD with one record error per keyless
+    record and a message listing the first three."""
+    errors = [(i, "Compacted topic cannot accept message without key in topic partition "
+                  f"{lg.topic}-{lg.partition}") for i in keyless]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    r = _error(index, Err.INVALID_RECORD,
+               f"One or more records have been rejected due to {len(errors)} record errors in total, "
+               f"and only showing the first three errors at most: [{shown}]")
+    r["record_errors"] = tuple({"batch_index": i, "batch_index_error_message": m} for i, m in errors)
+    return r
 
 
 def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
