@@ -12,6 +12,8 @@ from samsa.cluster.internal_topic import InternalTopic
 from samsa.cluster.metadata import MetadataLog
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
+from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -40,6 +42,7 @@ class Broker:
         self.meta: MetadataLog | None = None
         self.controller: Controller
         self.groups: GroupCoordinator
+        self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
         self.connections: set[KafkaConnection] = set()
         self.server: asyncio.AbstractServer | None = None
@@ -65,6 +68,9 @@ class Broker:
         self.groups = self._group_coordinator()
         self.groups.load()
         self.groups.start()
+        self.txn = self._txn_coordinator()
+        self.txn.load()
+        self.txn.start()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), self.bind_host,
                                                self.bind_port, reuse_address=True, backlog=1024)
@@ -90,11 +96,47 @@ class Broker:
             initial_delay_ms=c.get_int("group.initial.rebalance.delay.ms"),
             metadata_max_bytes=c.get_int("offset.metadata.max.bytes"),
             retention_ms=c.get_int("offsets.retention.minutes") * 60000,
-            retention_check_ms=c.get_int("offsets.retention.check.interval.ms"))
+            retention_check_ms=c.get_int("offsets.retention.check.interval.ms"),
+            consumer_heartbeat_ms=c.get_int("group.consumer.heartbeat.interval.ms"),
+            consumer_session_ms=c.get_int("group.consumer.session.timeout.ms"))
         return GroupCoordinator(topic, cfg,
                                 lambda t, p: self.logs.get(t, p) is not None)
 
+    def _txn_coordinator(self) -> TransactionCoordinator:
+        c = self.config
+        topic = InternalTopic(self.controller, self.logs, "__transaction_state",
+                              c.get_int("transaction.state.log.num.partitions"),
+                              {"cleanup.policy": "compact", "segment.bytes": "104857600"})
+        cfg = TxnConfig(
+            max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
+            check_interval_ms=c.get_int(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+            id_expiration_ms=c.get_int("transactional.id.expiration.ms"))
+        return TransactionCoordinator(
+            topic, cfg, self.controller.allocate_producer_id, self._write_markers,
+            lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),
+            lambda t, p: self.logs.get(t, p) is not None)
+
+    async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
+                             partitions: set[tuple[str, int]]) -> None:
+        """Single node: the coordinator writes COMMIT/ABORT markers straight into the partition
+        logs (what WriteTxnMarkers does between brokers), then applies transactional offsets."""
+        marker = CONTROL_COMMIT if commit else CONTROL_ABORT
+        flush = []
+        for topic, p in sorted(partitions):
+            lg = self.logs.get(topic, p)
+            if lg is None:
+                continue  # the topic was deleted meanwhile: nothing to mark
+            lg.append_marker(producer_id, epoch, marker, 0)
+            if lg.flush_due:
+                flush.append(lg)
+        self.groups.complete_txn(producer_id, commit)
+        for lg in flush:
+            await lg.flush()
+
     async def stop(self) -> None:
+        if hasattr(self, "txn"):
+            self.txn.stop()
         if hasattr(self, "groups"):
             self.groups.stop()
         if self.server is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from samsa.protocol.records import decode_batch, encode_batch, iter_batches
+from samsa.protocol.batch import read_header
+from samsa.protocol.records import control_marker, decode_batch, encode_batch, iter_batches
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
@@ -70,20 +72,25 @@ class InternalTopic:
             raise RuntimeError(f"{self.name}-{partition} is not open")
         return lg
 
-    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    async def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+                     producer_id: int = -1, producer_epoch: int = -1,
+                     transactional: bool = False) -> int:
         """Append keyed records as one batch; returns its base offset once the flush policy is
         met (so a coordinator answers only after the write is as durable as any produce)."""
         await self.ensure()
         lg = self.log(partition)
         now = int(time.time() * 1000)
-        batch = encode_batch([(k, v, [], now) for k, v in records])
+        batch = encode_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
+                             producer_epoch=producer_epoch,
+                             attributes_extra=0x10 if transactional else 0)
         base, _ = lg.append(bytearray(batch), now)
         if lg.flush_due:
             await lg.flush()
         return base
 
-    def replay(self) -> Iterator[tuple[bytes | None, bytes | None]]:
-        """Every (key, value) in offset order, partition by partition."""
+    def replay(self) -> Iterator[ReplayItem]:
+        """Every record in offset order, partition by partition, with its batch's producer id,
+        transactional flag and, for control batches, the marker type (0 abort, 1 commit)."""
         if not self.exists:
             return
         self.partitions = self.controller.image.topics[self.name].partitions
@@ -97,11 +104,35 @@ class InternalTopic:
                 if not data:
                     break
                 progressed = False
-                for pos, _size in iter_batches(data):
-                    for r in decode_batch(data, pos):
-                        if r.offset >= off:
-                            yield r.key, r.value
-                            off = r.offset + 1
-                            progressed = True
+                for pos, size in iter_batches(data):
+                    h = read_header(data, pos)
+                    if h.last_offset < off:
+                        continue
+                    if h.is_control:
+                        marker = control_marker(data[pos:pos + size])
+                        if marker is not None:
+                            yield ReplayItem(None, None, h.producer_id, True, marker[0])
+                    else:
+                        for r in decode_batch(data, pos):
+                            if r.offset >= off:
+                                yield ReplayItem(r.key, r.value, h.producer_id,
+                                                 h.is_transactional, None)
+                    off = h.last_offset + 1
+                    progressed = True
                 if not progressed:
                     break
+
+    def replay_values(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """(key, value) of every non-transactional keyed record."""
+        for item in self.replay():
+            if item.key is not None and not item.transactional:
+                yield item.key, item.value
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayItem:
+    key: bytes | None
+    value: bytes | None
+    producer_id: int
+    transactional: bool
+    marker: int | None

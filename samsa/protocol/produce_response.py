@@ -52,8 +52,13 @@ def encode_produce_response(version: int, correlation_id: int,
                 fields.append(p["log_start_offset"])
             out.append(part_struct.pack(*fields))
             if version >= 8:
-                # record_errors (always empty here) + error_message
-                out.append(b"\x01" if flexible else b"\x00\x00\x00\x00")
+                errors = p.get("record_errors") or ()
+                out.append(_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors)))
+                for e in errors:
+                    out.append(_I32.pack(e["batch_index"]))
+                    out.append(_nullable_str(e.get("batch_index_error_message"), flexible))
+                    if flexible:
+                        out.append(b"\x00")
                 out.append(_nullable_str(p.get("error_message"), flexible))
             if flexible:
                 out.append(b"\x00")  # partition tagged fields

@@ -266,3 +266,30 @@ def iter_batches(buf: bytes | memoryview) -> list[tuple[int, int]]:
 
 __all__ = ["ATTR_OFFSET", "Record", "decode_batch", "encode_batch", "encode_raw_batch", "iter_batches",
            "keyless_records", "scan_records"]
+
+
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+
+
+def encode_control_batch(producer_id: int, producer_epoch: int, marker_type: int,
+                         coordinator_epoch: int, timestamp_ms: int) -> bytes:
+    """A transaction marker: a control batch (transactional + control attributes) holding one
+    record whose key is (version 0, type: 0 abort / 1 commit) and value (version 0, coordinator
+    epoch), as Kafka writes them."""
+    key = struct.pack(">hh", 0, marker_type)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    return encode_batch([(key, value, [], timestamp_ms)], producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=-1, attributes_extra=0x30)
+
+
+def control_marker(batch: bytes | memoryview) -> tuple[int, int] | None:
+    """(marker type, coordinator epoch) of a control batch, None if it is not a marker."""
+    recs = decode_batch(batch)
+    if not recs or recs[0].key is None or len(recs[0].key) < 4:
+        return None
+    _version, kind = struct.unpack_from(">hh", recs[0].key, 0)
+    if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    epoch = struct.unpack_from(">i", recs[0].value, 2)[0] if recs[0].value and \
+        len(recs[0].value) >= 6 else -1
+    return kind, epoch

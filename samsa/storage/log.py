@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
-from samsa.protocol.records import decode_batch
+from samsa.protocol.records import control_marker, decode_batch, encode_control_batch
 
+from .producer_state import ProducerStateManager
 from .segment import Segment, segment_name
 
 META = "partition.meta"
@@ -133,6 +134,7 @@ class PartitionLog:
         self._flush_task: asyncio.Future[None] | None = None
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
+        self.producers = ProducerStateManager(directory)
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -175,6 +177,31 @@ class PartitionLog:
         self.recovery_point = self.end_offset if clean else self.active.base
         self.flushed_offset = self.recovery_point
         self._write_meta()
+        self._load_producer_state()
+
+    def _load_producer_state(self) -> None:
+        """Snapshot + the batch headers after it rebuild idempotence and transaction state."""
+        pm = self.producers
+        pm.load_aborted_index(self.end_offset)
+        start = max(pm.load_snapshot(self.end_offset), self.log_start_offset)
+        for seg in self.segments[self._segment_index(start):]:
+            pos = seg.position_of(start)
+            if pos is None:
+                continue
+            for bpos, head in seg.batches_from(pos):
+                h = read_header(head)
+                if h.last_offset < start or h.producer_id < 0:
+                    continue
+                pm.on_append(h, h.base_offset)
+                if h.is_control:
+                    marker = control_marker(seg.read(bpos, h.size, True))
+                    if marker is not None:
+                        pm.on_marker(h.producer_id, h.producer_epoch, marker[0], h.base_offset,
+                                     marker[1], self._lso_for_replay(h.base_offset))
+
+    def _lso_for_replay(self, marker_offset: int) -> int:
+        fu = self.producers.first_unstable_offset()
+        return marker_offset if fu is None else fu
 
     def _finish_swap(self, swap: Path) -> None:
         """Complete a segment swap interrupted by a crash: the swap file was written and fsynced
@@ -239,6 +266,7 @@ class PartitionLog:
                 s.flush()
             self.recovery_point = self.end_offset
             self._write_meta()
+            self.producers.snapshot(self.end_offset)
         for s in self.segments:
             s.close()
         self._wake()
@@ -291,6 +319,7 @@ class PartitionLog:
         if old.size == 0:
             return
         self._roll_to(self.end_offset)
+        self.producers.snapshot(self.end_offset)
         # Kafka flushes the closed segment asynchronously and moves the recovery point past it
         loop = _running_loop()
         if loop is not None:
@@ -310,9 +339,16 @@ class PartitionLog:
             self._write_meta()
 
     def append(self, batch: bytearray, now_ms: int | None = None) -> tuple[int, int]:
-        """Append one validated batch (mutable copy). Returns (base offset, log append time or -1)."""
+        """Append one validated batch (mutable copy). Returns (base offset, log append time or -1).
+        A retried idempotent batch is not appended again: its original base offset is returned.
+        Raises ProducerStateError for sequence/epoch violations."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
+        h = read_header(batch)
+        if h.producer_id >= 0:
+            dup = self.producers.check(h)
+            if dup is not None:
+                return dup, -1
         self._maybe_roll(len(batch), now_ms)
         base = self.end_offset
         set_base_offset(batch, base)
@@ -323,8 +359,43 @@ class PartitionLog:
         h = read_header(batch)
         self.active.append(batch, base, h.last_offset, h.max_timestamp)
         self.unflushed_messages += h.records_count
+        if h.producer_id >= 0:
+            self.producers.on_append(h, base)
+            if h.is_control:  # a marker written through the generic path (tests, tools)
+                marker = control_marker(bytes(batch))
+                if marker is not None:
+                    self.producers.on_marker(h.producer_id, h.producer_epoch, marker[0], base,
+                                             marker[1], self._lso_for_replay(base))
         self._wake()
         return base, append_time
+
+    def append_marker(self, producer_id: int, epoch: int, marker_type: int,
+                      coordinator_epoch: int, now_ms: int | None = None) -> int:
+        """Write a transaction COMMIT/ABORT control batch; closes the producer's open transaction
+        here (moving the last stable offset) and indexes an abort. Returns the marker's offset."""
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        lso_before = self.last_stable_offset
+        batch = bytearray(encode_control_batch(producer_id, epoch, marker_type, coordinator_epoch,
+                                               now_ms))
+        self._maybe_roll(len(batch), now_ms)
+        base = self.end_offset
+        set_base_offset(batch, base)
+        h = read_header(batch)
+        self.active.append(batch, base, h.last_offset, h.max_timestamp)
+        self.unflushed_messages += 1
+        self.producers.on_append(h, base)
+        self.producers.on_marker(producer_id, epoch, marker_type, base, coordinator_epoch,
+                                 lso_before)
+        self._wake()
+        return base
+
+    @property
+    def last_stable_offset(self) -> int:
+        """No transactional record at or above this offset is undecided (read_committed bound)."""
+        fu = self.producers.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if fu is None else min(fu, hw)
 
     def _wake(self) -> None:
         if self.waiters:
@@ -386,6 +457,13 @@ class PartitionLog:
             seg = self.segments[i]
             pos = seg.position_of(offset)
             if pos is not None:
+                if end < self.end_offset:  # bounded below the log end (last stable offset)
+                    stop = seg.position_of(end)
+                    if stop is not None:
+                        if stop <= pos:
+                            return b""
+                        max_bytes = min(max_bytes, stop - pos)
+                        whole_first = whole_first and stop - pos >= 61
                 return seg.read(pos, max_bytes, whole_first)
             i += 1
         return b""
@@ -437,6 +515,7 @@ class PartitionLog:
         if dropped:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
             self._write_meta()
+            self.producers.truncate_aborted_below(self.log_start_offset)
         return dropped
 
     def apply_retention(self, now_ms: int) -> int:

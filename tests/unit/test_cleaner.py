@@ -238,7 +238,7 @@ def test_keyless_records_are_dropped_and_detected(tmp_path: Path) -> None:
 def test_transactions_committed_kept_aborted_removed_markers_expire(tmp_path: Path) -> None:
     lg = open_log(tmp_path, delete_retention_ms=1000)
     cl = cleaner(tmp_path, producer_id_expiration_ms=10**12)
-    txn = {"producer_id": 7, "attributes_extra": 0x10}
+    txn = {"producer_id": 7, "producer_epoch": 0, "attributes_extra": 0x10}
     put(lg, [(b"a", b"committed")], **txn)  # 0
     put(lg, [(b"b", b"plain")])  # 1
     control(lg, 7, commit=True)  # 2
@@ -256,7 +256,7 @@ def test_transactions_committed_kept_aborted_removed_markers_expire(tmp_path: Pa
     assert read_all(lg) == [(0, b"a", b"committed"), (1, b"b", b"plain"), (6, b"x", b"1")]
     # producer 7 writes again (a later value for "a"): the committed and aborted data go; the
     # markers, with nothing left to mark, get a delete horizon on the next pass and go after it
-    put(lg, [(b"a", b"later")], producer_id=7, base_sequence=5)  # 7
+    put(lg, [(b"a", b"later")], producer_id=7, producer_epoch=0, base_sequence=5)  # 7
     lg.roll()
     assert clean(cl, lg, T0 + 10)
     assert [h.base_offset for h, _ in batches(lg)] == [1, 2, 5, 6, 7]

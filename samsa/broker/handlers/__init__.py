@@ -7,7 +7,7 @@ from typing import Any
 
 from samsa.protocol import apis
 
-from . import configs, fetch, groups, meta, offsets, produce, producer_ids, topics
+from . import configs, fetch, groups, meta, offsets, produce, producer_ids, topics, txn
 
 HANDLERS: dict[int, Any] = {
     apis.API_VERSIONS: meta.api_versions,
@@ -36,6 +36,13 @@ HANDLERS: dict[int, Any] = {
     apis.LIST_GROUPS: groups.list_groups,
     apis.DESCRIBE_GROUPS: groups.describe_groups,
     apis.DELETE_GROUPS: groups.delete_groups,
+    apis.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+    apis.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+    apis.END_TXN: txn.end_txn,
+    apis.TXN_OFFSET_COMMIT: txn.txn_offset_commit,
+    apis.DESCRIBE_PRODUCERS: txn.describe_producers,
+    apis.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+    apis.LIST_TRANSACTIONS: txn.list_transactions,
     apis.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat,
     apis.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe,
 }

@@ -55,13 +55,19 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                 continue
             logs.append(lg)
             hw = lg.high_watermark
+            lso = lg.last_stable_offset
             entry = {"partition_index": idx, "error_code": 0, "high_watermark": hw,
-                     "last_stable_offset": hw, "log_start_offset": lg.log_start_offset,
-                     "aborted_transactions": () if read_committed else None,
-                     "preferred_read_replica": -1, "records": b""}
+                     "last_stable_offset": lso, "log_start_offset": lg.log_start_offset,
+                     "aborted_transactions": None, "preferred_read_replica": -1,
+                     "records": b""}
+            if read_committed:
+                entry["aborted_transactions"] = [
+                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                    for a in lg.producers.aborted_between(fp.fetch_offset, lso)]
             try:
                 limit = min(fp.partition_max_bytes, remaining)
-                data = lg.read(fp.fetch_offset, limit, whole_first=(total == 0)) \
+                data = lg.read(fp.fetch_offset, limit, whole_first=(total == 0),
+                               upper=lso if read_committed else None) \
                     if limit > 0 or total == 0 else b""
             except OffsetOutOfRange:
                 entry["error_code"] = Err.OFFSET_OUT_OF_RANGE

@@ -26,14 +26,14 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dic
     key_type = getattr(req, "key_type", GROUP_KEY)
     results = []
     for key in keys:
-        if key_type == GROUP_KEY:
-            await broker.groups.topic.ensure()
+        if key_type in (GROUP_KEY, TXN_KEY):
+            await (broker.groups.topic if key_type == GROUP_KEY else broker.txn.topic).ensure()
             results.append({"key": key, "node_id": broker.node_id, "host": broker.host,
                             "port": broker.port, "error_code": 0, "error_message": None})
         else:
             results.append({"key": key, "node_id": -1, "host": "", "port": -1,
-                            "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                            "error_message": "The transaction coordinator is not available."})
+                            "error_code": Err.INVALID_REQUEST,
+                            "error_message": f"Unknown coordinator key type {key_type}"})
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": results}
     r = results[0]
@@ -112,16 +112,19 @@ async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     return {"throttle_time": 0, "topics": topics}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[list[dict[str, Any]], int]:
+def _fetch_group(broker: Broker, group_id: str, topics: Any,
+                 require_stable: bool = False) -> tuple[list[dict[str, Any]], int]:
     wanted = None if topics is None else \
         [(t.name, p) for t in topics for p in t.partition_indexes]
     found = broker.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), e in sorted(found.items()):
+        unstable = require_stable and broker.groups.has_pending_txn_offsets(group_id, topic, p)
         by_topic.setdefault(topic, []).append({
-            "partition_index": p, "committed_offset": e.offset if e else -1,
+            "partition_index": p, "committed_offset": -1 if unstable or not e else e.offset,
             "committed_leader_epoch": e.leader_epoch if e else -1,
-            "metadata": e.metadata if e else "", "error_code": 0})
+            "metadata": e.metadata if e else "",
+            "error_code": Err.UNSTABLE_OFFSET_COMMIT if unstable else 0})
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()], 0
 
 
@@ -129,10 +132,11 @@ def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
     if ctx.version >= 8:
         groups = []
         for g in req.groups:
-            topics, code = _fetch_group(broker, g.group_id, g.topics)
+            topics, code = _fetch_group(broker, g.group_id, g.topics, req.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    topics, code = _fetch_group(broker, req.group_id, req.topics)
+    topics, code = _fetch_group(broker, req.group_id, req.topics,
+                                getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 

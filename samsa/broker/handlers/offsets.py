@@ -28,7 +28,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
             else:
                 ts = p.timestamp
                 if ts == LATEST:
-                    r["offset"] = lg.high_watermark
+                    committed = getattr(req, "isolation_level", 0) == 1
+                    r["offset"] = lg.last_stable_offset if committed else lg.high_watermark
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     r["offset"] = lg.log_start_offset
                 elif ts == LATEST_TIERED:

@@ -12,6 +12,7 @@ from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
 from samsa.protocol.produce_response import encode_produce_response
 from samsa.protocol.records import keyless_records
+from samsa.storage.producer_state import ProducerStateError
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -57,7 +58,10 @@ def _append_one(lg: PartitionLog, index: int, records: bytes | None,
     data = bytearray(records)
     if target is not None and target != h.compression:
         data = recompress(data, target)
-    base, append_time = lg.append(data, now_ms)
+    try:
+        base, append_time = lg.append(data, now_ms)
+    except ProducerStateError as e:
+        return _error(index, e.code, str(e))
     return {"index": index, "error_code": 0, "base_offset": base,
             "log_append_time": append_time, "log_start_offset": lg.log_start_offset,
             "record_errors": (), "error_message": None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from samsa.protocol.errors import Err
+from .txn import init_transactional
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 async def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id is not None:
-        # transactions are not implemented yet: refuse clearly instead of pretending
-        return {"throttle_time": 0, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
-                "producer_id": -1, "producer_epoch": -1}
+        return await init_transactional(broker, ctx, req)
     pid = await broker.controller.allocate_producer_id()
     return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

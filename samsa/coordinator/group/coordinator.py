@@ -225,6 +225,8 @@ class GroupCoordinator(ConsumerProtocolMixin):
     def __init__(self, topic: InternalTopic, config: GroupConfig,
                  partition_exists: Any) -> None:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
+        # transactional offsets waiting for their transaction's marker: pid -> (group, t, p) -> e
+        self.pending_txn: dict[int, dict[tuple[str, str, int], OffsetEntry]] = {}
         self.heartbeat_interval_ms = config.consumer_heartbeat_ms
         self.consumer_session_ms = config.consumer_session_ms
         self.topic = topic
@@ -238,11 +240,27 @@ class GroupCoordinator(ConsumerProtocolMixin):
     def load(self) -> None:
         """Rebuild groups and offsets by replaying __consumer_offsets."""
         n = 0
-        for key, value in self.topic.replay():
-            if key is None:
+        staged: dict[int, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
+        for item in self.topic.replay():
+            if item.marker is not None:  # a transaction ended: apply or drop its offsets
+                for k, v in staged.pop(item.producer_id, []):
+                    if item.marker == 1:
+                        self._apply(k, v)
                 continue
-            self._apply(json.loads(key), None if value is None else json.loads(value))
+            if item.key is None:
+                continue
+            k = json.loads(item.key)
+            v = None if item.value is None else json.loads(item.value)
+            if item.transactional:
+                staged.setdefault(item.producer_id, []).append((k, v))
+            else:
+                self._apply(k, v)
             n += 1
+        for pid, recs in staged.items():  # still open: keep them pending
+            for k, v in recs:
+                if v is not None:
+                    self.pending_txn.setdefault(pid, {})[(k["g"], k["topic"], k["p"])] = \
+                        OffsetEntry(v["offset"], v.get("epoch", -1), v.get("meta", ""), v["ts"])
         now = time.monotonic()
         for g in self.groups.values():
             for m in g.members.values():
@@ -847,3 +865,53 @@ class GroupCoordinator(ConsumerProtocolMixin):
             n += len(dead)
         return n
 
+    # ---- transactional offsets (TxnOffsetCommit) ---------------------------------------------
+    async def txn_commit(self, *, group_id: str, producer_id: int, producer_epoch: int,
+                         member_id: str, instance_id: str | None, generation: int,
+                         offsets: list[tuple[str, int, int, int, str | None]]
+                         ) -> dict[tuple[str, int], int] | int:
+        """Stage offsets inside a transaction: written now as transactional records, visible only
+        when the COMMIT marker lands (complete_txn)."""
+        g = self.groups.get(group_id)
+        if generation >= 0 or member_id:
+            if g is None or member_id not in g.members:
+                cg = self.consumer_groups.get(group_id)
+                if cg is None or member_id not in cg.members:
+                    return UNKNOWN_MEMBER_ID
+                if generation != cg.members[member_id].epoch:
+                    return ILLEGAL_GENERATION
+            elif generation != g.generation:
+                return ILLEGAL_GENERATION
+        codes: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        staged: dict[tuple[str, str, int], OffsetEntry] = {}
+        now = _now_ms()
+        for topic, p, off, epoch, meta in offsets:
+            if not self.partition_exists(topic, p):
+                codes[(topic, p)] = UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            meta = meta or ""
+            if len(meta.encode()) > self.config.metadata_max_bytes:
+                codes[(topic, p)] = OFFSET_METADATA_TOO_LARGE
+                continue
+            staged[(group_id, topic, p)] = OffsetEntry(off, epoch, meta, now)
+            records.append((self._offset_key(group_id, topic, p),
+                            json.dumps({"offset": off, "epoch": epoch, "meta": meta,
+                                        "ts": now}).encode()))
+            codes[(topic, p)] = NONE
+        if records:
+            async with self._write_lock:
+                await self.topic.append(self.topic.partition_of(group_id), records,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        transactional=True)
+            self.pending_txn.setdefault(producer_id, {}).update(staged)
+        return codes
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        for (gid, topic, p), e in self.pending_txn.pop(producer_id, {}).items():
+            if commit:
+                g = self.groups.setdefault(gid, Group(gid))
+                g.offsets[(topic, p)] = e
+
+    def has_pending_txn_offsets(self, group_id: str, topic: str, p: int) -> bool:
+        return any((group_id, topic, p) in staged for staged in self.pending_txn.values())

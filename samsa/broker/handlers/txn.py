@@ -1,0 +1,153 @@
+"""Transaction APIs: InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+TxnOffsetCommit, and the admin side: DescribeProducers, DescribeTransactions, ListTransactions."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from samsa.coordinator.txn.coordinator import PRODUCER_FENCED, TxnError
+from samsa.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+    from samsa.broker.server import RequestContext
+
+INVALID_PRODUCER_EPOCH = 47
+
+
+def _fenced_code(code: int, version: int, first_version_with_fenced: int) -> int:
+    """Older request versions do not know PRODUCER_FENCED: Kafka sends INVALID_PRODUCER_EPOCH."""
+    if code == PRODUCER_FENCED and version < first_version_with_fenced:
+        return INVALID_PRODUCER_EPOCH
+    return code
+
+
+def _ms(td: Any) -> int:
+    return int(td.total_seconds() * 1000) if hasattr(td, "total_seconds") else int(td)
+
+
+async def init_transactional(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    try:
+        pid, epoch = await broker.txn.init_producer_id(
+            req.transactional_id, _ms(req.transaction_timeout),
+            getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+    except TxnError as e:
+        return {"throttle_time": 0, "error_code": _fenced_code(e.code, ctx.version, 4),
+                "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
+
+
+def _topic_results(result: dict[tuple[str, int], int], version: int) -> list[dict[str, Any]]:
+    by: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), c in result.items():
+        by.setdefault(t, []).append({"partition_index": p,
+                                     "partition_error_code": _fenced_code(c, version, 2)})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by.items()]
+
+
+async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.version >= 4:
+        out = []
+        for tx in req.transactions:
+            parts = [(t.name, p) for t in tx.topics for p in t.partitions]
+            res = await broker.txn.add_partitions(tx.transactional_id, tx.producer_id,
+                                                  tx.producer_epoch, parts, tx.verify_only)
+            out.append({"transactional_id": tx.transactional_id,
+                        "topic_results": _topic_results(res, ctx.version)})
+        return {"throttle_time": 0, "error_code": 0, "results_by_transaction": out}
+    parts = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    res = await broker.txn.add_partitions(req.v3_and_below_transactional_id,
+                                          req.v3_and_below_producer_id,
+                                          req.v3_and_below_producer_epoch, parts)
+    return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(res, ctx.version)}
+
+
+async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    await broker.groups.topic.ensure()
+    code = await broker.txn.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
+                                        req.group_id)
+    return {"throttle_time": 0, "error_code": _fenced_code(code, ctx.version, 2)}
+
+
+async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    try:
+        pid, epoch = await broker.txn.end_txn(req.transactional_id, req.producer_id,
+                                              req.producer_epoch, req.committed)
+    except TxnError as e:
+        return {"throttle_time": 0, "error_code": _fenced_code(e.code, ctx.version, 2),
+                "producer_id": -1, "producer_epoch": -1}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
+
+
+async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+               for t in req.topics for p in t.partitions]
+    code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
+                                           req.producer_epoch)
+    result: dict[tuple[str, int], int] | int
+    if code != 0:
+        result = _fenced_code(code, ctx.version, 3)
+    else:
+        result = await broker.groups.txn_commit(
+            group_id=req.group_id, producer_id=req.producer_id,
+            producer_epoch=req.producer_epoch, member_id=getattr(req, "member_id", ""),
+            instance_id=getattr(req, "group_instance_id", None),
+            generation=getattr(req, "generation_id", -1), offsets=offsets)
+    topics = []
+    for t in req.topics:
+        topics.append({"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": result if isinstance(result, int)
+             else result[(t.name, p.partition_index)]} for p in t.partitions]})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            lg = broker.partition_log(t.name, p)
+            if lg is None:
+                parts.append({"partition_index": p,
+                              "error_code": Err.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_message": None, "active_producers": []})
+                continue
+            parts.append({"partition_index": p, "error_code": 0, "error_message": None,
+                          "active_producers": [
+                              {"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                               "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                               "coordinator_epoch": e.coordinator_epoch,
+                               "current_txn_start_offset": e.txn_first_offset}
+                              for e in lg.producers.producers.values()]})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "transaction_states": [
+        broker.txn.describe(tid) for tid in req.transactional_ids]}
+
+
+def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    states = set(req.state_filters or ())
+    pids = set(req.producer_id_filters or ())
+    min_ms = getattr(req, "duration_filter", -1)
+    now = int(time.time() * 1000)
+    known = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+             "CompleteAbort", "Dead", "PrepareEpochFence"}
+    out = []
+    for meta in broker.txn.txns.values():
+        if states and meta.state.value not in states:
+            continue
+        if pids and meta.producer_id not in pids:
+            continue
+        if min_ms is not None and min_ms >= 0 and (meta.start_ms < 0
+                                                   or now - meta.start_ms < min_ms):
+            continue
+        out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
+                    "transaction_state": meta.state.value})
+    return {"throttle_time": 0, "error_code": 0,
+            "unknown_state_filters": sorted(states - known), "transaction_states": out}

@@ -1,0 +1,1 @@
+"""The transaction coordinator (exactly-once), persisted in `__transaction_state`."""
