@@ -86,6 +86,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "log.roll.ms"),
     ConfigDef("unclean.leader.election.enable", "boolean", "false", "Unclean leader election.",
               "unclean.leader.election.enable"),
+    ConfigDef("confluent.key.schema.validation", "boolean", "false",
+              "Reject records whose key is not schema-registry framed with an id registered under "
+              "<topic>-key.", None),
+    ConfigDef("confluent.value.schema.validation", "boolean", "false",
+              "Reject records whose value is not schema-registry framed with an id registered under "
+              "<topic>-value.", None),
 ]}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
@@ -145,11 +151,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.cleaner.io.buffer.load.factor", "double", "0.9", "Offset map load factor."),
     ConfigDef("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308",
               "Cleaner I/O throttle."),
-    ConfigDef("producer.id.expiration.ms", "int", "86400000",
-              "Idle time after which a producer id's state may be dropped."),
     ConfigDef("samsa.log.cleaner.mode", "string", "process",
               "Where cleaning runs: a child process, or a thread of the broker.",
               valid=("process", "thread")),
+    ConfigDef("schema.registry.enable", "boolean", "false",
+              "Run the schema registry inside the broker process."),
+    ConfigDef("schema.registry.listeners", "string", "http://127.0.0.1:8081",
+              "HTTP address of the embedded schema registry."),
+    ConfigDef("schema.registry.leader.url", "string", None,
+              "Forward registry writes to this registry (unset: this one is the writer)."),
+    ConfigDef("schema.registry.compatibility", "string", "BACKWARD",
+              "Default compatibility level of the embedded schema registry."),
+    ConfigDef("schema.registry.topic", "string", "_schemas",
+              "Topic holding the registry's schemas (also read for schema-validated topics)."),
 ] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 

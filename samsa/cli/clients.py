@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import consume, demo, log, produce, topics
+from . import consume, demo, log, produce, registry, schemas, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -14,3 +14,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     consume.add_parser(sub)
     demo.add_parser(sub)
     log.add_parser(sub)
+    schemas.add_parser(sub)
+    registry.add_parser(sub)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any
 
 from samsa.config import BrokerConfig, ConfigError, env_overrides, read_properties
 
@@ -22,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--log-dirs", help="data directory (default ./samsa-data)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="any broker config, repeatable")
+    p.add_argument("--schema-registry", nargs="?", const="http://127.0.0.1:8081", metavar="URL",
+                   help="also run the schema registry in this process (default listener "
+                        "http://127.0.0.1:8081; same as schema.registry.enable=true)")
     p.set_defaults(func=run)
 
 
@@ -34,6 +38,9 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
         values["listeners"] = args.listeners
     if args.log_dirs:
         values["log.dirs"] = args.log_dirs
+    if getattr(args, "schema_registry", None):
+        values["schema.registry.enable"] = "true"
+        values["schema.registry.listeners"] = args.schema_registry
     for item in args.override:
         k, sep, v = item.partition("=")
         if not sep:
@@ -53,8 +60,28 @@ async def _serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
+    registry = await _start_registry(config, broker.host, broker.port)
     await stop.wait()
+    if registry is not None:
+        await registry.stop()
     await broker.stop()
+
+
+async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
+    """The schema registry in the broker's process and event loop, when enabled."""
+    if not config.get_bool("schema.registry.enable"):
+        return None
+    from samsa.registry.server import RegistryConfig, RegistryServer
+
+    rc = RegistryConfig(bootstrap=f"{host}:{port}",
+                        listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
+                        topic=config.get("schema.registry.topic") or "_schemas",
+                        leader_url=config.get("schema.registry.leader.url") or None,
+                        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper())
+    registry = RegistryServer(rc)
+    await registry.start()
+    print(f"samsa: schema registry listening on http://{rc.host_port[0]}:{registry.port}", flush=True)
+    return registry
 
 
 def run(args: argparse.Namespace) -> int:

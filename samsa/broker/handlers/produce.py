@@ -12,6 +12,8 @@ from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
 from samsa.protocol.produce_response import encode_produce_response
 from samsa.protocol.records import keyless_records
+from samsa.registry.validation import SchemaCheck
+from samsa.registry.validation import checker as schema_checker
 from samsa.storage.producer_state import ProducerStateError
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ def _error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
 
 
 def _append_one(lg: PartitionLog, index: int, records: bytes | None,
-                now_ms: int) -> dict[str, Any]:
+                now_ms: int, schema_check: SchemaCheck | None = None) -> dict[str, Any]:
     if records is None or len(records) == 0:
         return _error(index, Err.CORRUPT_MESSAGE, "empty record set")
     try:
@@ -54,6 +56,12 @@ def _append_one(lg: PartitionLog, index: int, records: bytes | None,
             return _error(index, Err.CORRUPT_MESSAGE, "record batch does not decode")
         if keyless:
             return _keyless_error(lg, index, keyless)
+    # -- schema-validated topics (samsa/registry/validation.py) --
+    if schema_check is not None and (bad := schema_check(records)) is not None:
+        r = _error(index, Err.INVALID_RECORD, bad.message)
+        r["record_errors"] = bad.record_errors
+        return r
+    # -- end schema validation --
     target = _TOPIC_CODEC.get(cfg.compression_type)
     data = bytearray(records)
     if target is not None and target != h.compression:
@@ -95,7 +103,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if lg is None:
                 parts.append(_error(pd.index, Err.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            r = _append_one(lg, pd.index, pd.records, now_ms)
+            r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name))
             if r["error_code"] == 0 and lg.flush_due:
                 to_flush.append(lg)
             parts.append(r)
