@@ -140,6 +140,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Idle transactional ids are forgotten after this long."),
     ConfigDef("producer.id.expiration.ms", "int", "86400000",
               "Idle producers' idempotence state is dropped after this long."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", "600000",
+              "How often idle producers are looked for."),
     ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "Segment size of "
               "__consumer_offsets."),
     ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner (compaction)."),

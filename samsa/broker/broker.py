@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ class Broker:
         self.txn = self._txn_coordinator()
         self.txn.load()
         self.txn.start()
+        self._producer_expiry = asyncio.create_task(self._expire_producers_loop())
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), self.bind_host,
                                                self.bind_port, reuse_address=True, backlog=1024)
@@ -117,6 +119,17 @@ class Broker:
             lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),
             lambda t, p: self.logs.get(t, p) is not None)
 
+    async def _expire_producers_loop(self) -> None:
+        """Idle producers' idempotence state goes after producer.id.expiration.ms (Kafka checks
+        every producer.id.expiration.check.interval.ms, 10 minutes by default)."""
+        expiration = self.config.get_int("producer.id.expiration.ms")
+        interval = self.config.get_int("producer.id.expiration.check.interval.ms")
+        while True:
+            await asyncio.sleep(interval / 1000)
+            now = int(time.time() * 1000)
+            for lg in list(self.logs.logs.values()):
+                lg.producers.expire(now, expiration)
+
     async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
                              partitions: set[tuple[str, int]]) -> None:
         """Single node: the coordinator writes COMMIT/ABORT markers straight into the partition
@@ -135,6 +148,8 @@ class Broker:
             await lg.flush()
 
     async def stop(self) -> None:
+        if hasattr(self, "_producer_expiry"):
+            self._producer_expiry.cancel()
         if hasattr(self, "txn"):
             self.txn.stop()
         if hasattr(self, "groups"):

@@ -132,6 +132,7 @@ class TransactionCoordinator:
             await asyncio.sleep(self.config.check_interval_ms / 1000)
             try:
                 await self.abort_timed_out(_now())
+                await self.expire_ids(_now())
             except Exception:
                 log.exception("aborting timed-out transactions failed")
 
@@ -287,6 +288,24 @@ class TransactionCoordinator:
                 meta.state = TxnState.PREPARE_ABORT
                 await self._persist(meta)
                 await self._complete(meta)
+                n += 1
+        return n
+
+    async def expire_ids(self, now_ms: int) -> int:
+        """Forget transactional ids idle longer than transactional.id.expiration.ms (only those
+        with no transaction in flight), writing a tombstone so a replay forgets them too."""
+        n = 0
+        for meta in list(self.txns.values()):
+            if meta.state not in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
+                                  TxnState.COMPLETE_ABORT):
+                continue
+            if now_ms - meta.update_ms <= self.config.id_expiration_ms:
+                continue
+            async with self._lock(meta.transactional_id):
+                key = json.dumps({"tid": meta.transactional_id}).encode()
+                await self.topic.append(self.topic.partition_of(meta.transactional_id),
+                                        [(key, None)])
+                self.txns.pop(meta.transactional_id, None)
                 n += 1
         return n
 
