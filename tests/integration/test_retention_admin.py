@@ -156,20 +156,18 @@ def test_describe_cluster_and_log_dirs(samsa_broker: SamsaBroker) -> None:
 
 
 def test_fetch_long_poll_is_woken_by_append(samsa_broker: SamsaBroker) -> None:
-    """A consumer waiting with a 10 s fetch.wait.max.ms gets a new record long before the wait
-    expires: the append wakes the delayed fetch."""
+    """A consumer parked in a fetch with a 5-minute max wait still gets a new record: only the
+    append can have woken the delayed fetch (no elapsed time is measured)."""
     bs = samsa_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("wake", 1, 1)])["wake"].result(10)
-    c = Consumer({"bootstrap.servers": bs, "group.id": "w", "fetch.wait.max.ms": 10000,
+    c = Consumer({"bootstrap.servers": bs, "group.id": "w", "fetch.wait.max.ms": 300000,
                   "fetch.min.bytes": 1})
     c.assign([TopicPartition("wake", 0, 0)])
     assert c.poll(1.5) is None  # the consumer is now parked in a long poll
     p = Producer({"bootstrap.servers": bs, "linger.ms": 0})
     p.produce("wake", value=b"now")
     p.flush(5)
-    sent = time.time()
-    m = c.poll(8)
-    assert m is not None and m.value() == b"now"
-    assert time.time() - sent < 5, "fetch was not woken by the append"
+    m = c.poll(30)
+    assert m is not None and m.value() == b"now", "the delayed fetch was not woken by the append"
     c.close()
