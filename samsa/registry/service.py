@@ -326,6 +326,10 @@ class Registry:
         if want_id is not None and mode != "IMPORT":
             raise errors.not_permitted(f"Overwrite new schema with id {want_id} is not permitted.")
         p, stype, refs = self._parse_request(body, normalize or self.normalize_default(subject))
+        if want_id is None:  # register-or-get: an already registered schema needs no write
+            found = self._find_in_subject(subject, p, stype, refs, deleted=False)
+            if found is not None:
+                return {"id": found.id}
         with self._write_lock:
             self.store.sync()
             existing = self._find_in_subject(subject, p, stype, refs, deleted=False)

@@ -3,6 +3,7 @@ compatibility check of each format. `parse` is the single entry point."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +41,13 @@ class ParsedSchema(Protocol):
 
 def parse(schema_type: str, text: str, deps: list[Dependency] | None = None,
           normalize: bool = False) -> ParsedSchema:
-    deps = deps or []
+    """Parse (cached: register-or-get and lookups send the same schema text again and again)."""
+    return _parse(schema_type, text, tuple(deps or ()), normalize)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(schema_type: str, text: str, dep_tuple: tuple[Dependency, ...], normalize: bool) -> ParsedSchema:
+    deps = list(dep_tuple)
     if schema_type == "AVRO":
         from . import avro_schema
         return avro_schema.parse(text, deps, normalize)
