@@ -4,7 +4,8 @@ Every `log.cleaner.backoff.ms` the cleaner measures each compacted log's dirty r
 the checkpointed clean/dirty boundary and the first uncleanable offset, over the bytes up to it) and
 cleans the filthiest one whose ratio exceeds `min.cleanable.dirty.ratio` (or whose oldest dirty
 segment passed `max.compaction.lag.ms`). The uncleanable part is the active segment, any segment
-younger than `min.compaction.lag.ms` and anything from an open transaction on.
+younger than `min.compaction.lag.ms` and anything from the last stable offset (an open
+transaction's first offset) on.
 
 The pass itself (cleaner_job.py) runs off the event loop: by default in a child process, so that
 per-record parsing never holds the GIL the event loop needs (`samsa.log.cleaner.mode=thread` runs it
@@ -327,7 +328,10 @@ class LogCleaner:
         first_dirty = self.checkpoint(lg)
         if first_dirty is None or not lg.log_start_offset <= first_dirty <= lg.end_offset:
             first_dirty = lg.log_start_offset
-        uncleanable = lg.active.base
+        # the active segment and anything from an open transaction on (the segment holding the last
+        # stable offset) are never cleaned
+        lso = lg.last_stable_offset
+        uncleanable = min(lg.active.base, segs[max(lg._segment_index(lso), 0)].base)
         dirty_closed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base > first_dirty]
         if cfg.min_compaction_lag_ms > 0:
             for s in dirty_closed:
@@ -390,6 +394,12 @@ class LogCleaner:
         segs = lg.segments
         i = max(lg._segment_index(tc.first_dirty), 0)
         pos = segs[i].position_of(tc.first_dirty)
+        expiry = self.config.producer_id_expiration_ms
+        producers = {pid: (e.batches[-1].last_offset if e.batches else -1, e.epoch)
+                     for pid, e in lg.producers.producers.items()
+                     if e.txn_first_offset >= 0 or now_ms - e.last_timestamp < expiry}
+        aborted = [(a.first_offset, a.producer_id, a.last_offset)
+                   for a in lg.producers.aborted_between(0, tc.first_uncleanable)]
         return Plan(
             name=lg.dir.name, dir=str(lg.dir),
             segments=[SegInfo(s.base, str(s.log_path), s.size, len(s.idx_pos) * 8, len(s.t_ts) * 12)
@@ -399,7 +409,7 @@ class LogCleaner:
             first_uncleanable=tc.first_uncleanable, now_ms=now_ms,
             delete_retention_ms=cfg.delete_retention_ms, segment_bytes=cfg.segment_bytes,
             index_interval=cfg.index_interval, max_message_bytes=cfg.max_message_bytes,
-            producer_expiration_ms=self.config.producer_id_expiration_ms,
+            producers=producers, aborted=aborted,
             dedupe_buffer_size=self.config.dedupe_buffer_size,
             io_buffer_size=self.config.io_buffer_size,
             io_max_bytes_per_second=self.config.io_max_bytes_per_second)
@@ -435,6 +445,8 @@ class LogCleaner:
                 if gone() or not lg.replace_segments(old):
                     _remove_cleaned(lg.dir, old[0].base)
                     raise CleaningAborted("segments changed under the cleaner")
+                if res.emptied_aborts:
+                    lg.producers.forget_aborted(set(res.emptied_aborts))
                 progress = True
                 run.segments_in += len(old)
                 run.segments_out += 1

@@ -1,12 +1,12 @@
 """One cleaning pass over one partition log, as Kafka's log cleaner does it; runs off the event loop.
 
-The pass works on plain file paths and a snapshot of segment sizes taken on the event loop (a `Plan`),
-never on live `Segment` objects, so it can run in a thread or a separate process:
+The pass works on plain file paths and a snapshot taken on the event loop (a `Plan`: segment sizes,
+the live producers' last batches, the aborted-transaction index), never on live objects, so it can
+run in a thread or a separate process:
 
-1. `prepare`: a header pass over the log finds transactions (which were aborted, which are still
-   open: an open one caps the cleanable range like Kafka's last stable offset) and each producer's
-   last batch; then the offset map (key -> latest offset) is built over the dirty range
-   [first dirty, first uncleanable), stopping early when `log.cleaner.dedupe.buffer.size` is used up.
+1. `prepare`: the offset map (key -> latest offset) is built over the dirty range
+   [first dirty, first uncleanable) (which stops at the last stable offset), skipping aborted
+   transactional data, stopping early when `log.cleaner.dedupe.buffer.size` is used up.
 2. `clean_group`: segments below the map's end are cleaned in groups (up to segment.bytes of input
    each) into one `<first base>.log.cleaned` segment, fsynced; the event loop then swaps it in
    (`PartitionLog.replace_segments`).
@@ -16,9 +16,10 @@ offset delta, so producer sequences stay valid); a record stays if it is the lat
 above the map's end; keyless records and aborted transactional data go; a tombstone (null value) or a
 transaction marker with nothing left to mark gets a delete horizon (attribute bit 6, base timestamp =
 now + delete.retention.ms, record timestamp deltas rebased) the first time it is cleaned and goes on
-the first pass after the horizon; a marker goes only once its transaction has no data left. An
-emptied batch is kept as a bare header when it is its producer's last (its sequence number matters)
-or the last batch of the cleaned range (it carries the range's last offset). Rewritten batches are
+the first pass after the horizon; a marker goes only once its transaction has no data left
+(and its aborted-index entry with it: `GroupResult.emptied_aborts`). An emptied batch is kept as a
+bare header when it is a live producer's last (its sequence number matters) or the last batch of
+the cleaned range (it carries the range's last offset). Rewritten batches are
 re-compressed with their original codec and get a fresh CRC.
 """
 
@@ -75,13 +76,15 @@ class Plan:
     log_start: int
     first_dirty: int
     dirty_pos: int  # file position of first_dirty in its segment
-    first_uncleanable: int  # a segment base offset
+    first_uncleanable: int  # a segment base offset, at or below the last stable offset
     now_ms: int
     delete_retention_ms: int
     segment_bytes: int
     index_interval: int
     max_message_bytes: int
-    producer_expiration_ms: int
+    # live (unexpired) producers: id -> (last offset of its last data batch or -1, epoch)
+    producers: dict[int, tuple[int, int]]
+    aborted: list[tuple[int, int, int]]  # aborted transactions: (first offset, producer id, marker)
     dedupe_buffer_size: int
     io_buffer_size: int
     io_max_bytes_per_second: float
@@ -117,6 +120,7 @@ class GroupResult:
     base: int
     size: int
     stats: Stats = field(default_factory=Stats)
+    emptied_aborts: list[tuple[int, int]] = field(default_factory=list)  # (producer id, marker)
 
 
 def map_key(key: bytes) -> bytes:
@@ -145,24 +149,31 @@ class Throttler:
 
 
 class TxnState:
-    """Walks batches in offset order knowing, in advance, which transactions were aborted (Kafka
-    reads its aborted-transaction index; here the header pass found them): decides whether a data
-    batch is aborted and whether a transaction marker still marks anything."""
+    """Walks batches in offset order knowing, from the aborted-transaction index, which
+    transactions were aborted: decides whether a data batch is aborted and whether a transaction
+    marker still marks anything (Kafka's CleanedTransactionMetadata)."""
 
-    def __init__(self, aborted: list[tuple[int, int]]) -> None:
-        self.pending = sorted(aborted)  # (first offset, producer id)
+    def __init__(self, aborted: list[tuple[int, int, int]]) -> None:
+        self.pending = sorted(aborted)  # (first offset, producer id, marker offset)
         self.i = 0
         self.committed: set[int] = set()
         self.aborted_open: dict[int, bool] = {}  # producer id -> saw one of its batches
+        self.ends: dict[int, int] = {}  # producer id -> its open aborted transaction's marker
 
-    def _advance(self, upto: int) -> None:
-        while self.i < len(self.pending) and self.pending[self.i][0] <= upto:
-            self.aborted_open.setdefault(self.pending[self.i][1], False)
+    def _advance(self, h: BatchHeader) -> None:
+        while self.i < len(self.pending) and self.pending[self.i][0] <= h.last_offset:
+            _first, pid, marker = self.pending[self.i]
+            self.aborted_open.setdefault(pid, False)
+            self.ends[pid] = marker
             self.i += 1
+        pid = h.producer_id
+        if pid in self.ends and self.ends[pid] < h.base_offset:  # its marker is gone already
+            del self.ends[pid]
+            self.aborted_open.pop(pid, None)
 
     def on_batch(self, h: BatchHeader) -> bool:
         """True when the data batch belongs to an aborted transaction."""
-        self._advance(h.last_offset)
+        self._advance(h)
         if not h.is_transactional:
             return False
         if h.producer_id in self.aborted_open:
@@ -173,10 +184,11 @@ class TxnState:
 
     def on_control(self, h: BatchHeader, ctype: int | None) -> bool:
         """True when the marker may be discarded (nothing of its transaction is left)."""
-        self._advance(h.last_offset)
+        self._advance(h)
         if ctype is None:  # an emptied control batch
             return True
         if ctype == ABORT:
+            self.ends.pop(h.producer_id, None)
             return not self.aborted_open.pop(h.producer_id, False)
         if ctype == COMMIT:
             if h.producer_id in self.committed:
@@ -204,9 +216,6 @@ class CleanJob:
         self.throttle = Throttler(plan.io_max_bytes_per_second)
         self.offsets: dict[bytes, int] = {}
         self.map_latest = -1
-        self.aborted: list[tuple[int, int]] = []
-        # producer id -> (last data batch's last offset or -1, last epoch, last timestamp)
-        self.producers: dict[int, tuple[int, int, int]] = {}
         self.upper = plan.first_uncleanable
         self.txn: TxnState | None = None  # the rewrite phase's, carried across groups
         self.prepared: Prepared | None = None
@@ -257,9 +266,8 @@ class CleanJob:
         plan = self.plan
         stats = Stats()
         segs = plan.segments
-        self._scan_transactions(stats)
         capacity = max(1, int(plan.dedupe_buffer_size * MAP_LOAD_FACTOR / MAP_ENTRY_BYTES))
-        txn = TxnState(self.aborted)
+        txn = TxnState(plan.aborted)
         full = False
         latest = -1
         offsets = self.offsets
@@ -292,43 +300,8 @@ class CleanJob:
         groups = self._group(end) if end > plan.first_dirty else []
         self.prepared = Prepared(end_offset=max(end, plan.first_dirty), upper_bound=self.upper,
                                  groups=groups, map_entries=len(offsets), map_full=full, stats=stats)
-        self.txn = TxnState(self.aborted)
+        self.txn = TxnState(plan.aborted)
         return self.prepared
-
-    def _scan_transactions(self, stats: Stats) -> None:
-        """Header pass: aborted transactions, the first offset of any still-open one (the cleanable
-        range stops at its segment, as Kafka's stops at the last stable offset) and each producer's
-        last batch. Past the cleanable range it goes on only while some transaction is open."""
-        plan = self.plan
-        open_txns: dict[int, int] = {}
-        producers = self.producers
-        for seg in plan.segments:
-            if seg.base >= self.upper and not open_txns:
-                break
-            watching = seg.base >= self.upper
-            for batch, h in self._batches(seg.path, 0, seg.size, stats, for_map=True):
-                pid = h.producer_id
-                if pid < 0:
-                    continue
-                prev = producers.get(pid)
-                last_data = prev[0] if prev is not None else -1
-                if h.is_control:
-                    ctype = control_type(batch, h)
-                    first = open_txns.pop(pid, None)
-                    if first is not None and ctype == ABORT:
-                        self.aborted.append((first, pid))
-                elif h.is_transactional and pid not in open_txns and not watching:
-                    open_txns[pid] = h.base_offset
-                if not h.is_control:
-                    last_data = h.last_offset
-                producers[pid] = (last_data, h.producer_epoch, max(h.max_timestamp,
-                                                                    prev[2] if prev else -1))
-            if watching and not open_txns:
-                break
-        if open_txns:
-            lso = min(open_txns.values())
-            floor = max((s.base for s in plan.segments if s.base <= lso), default=0)
-            self.upper = min(self.upper, floor)
 
     def _group(self, end: int) -> list[list[int]]:
         """Segments below `end` in groups of at most segment.bytes of input (and of index), whose
@@ -367,10 +340,10 @@ class CleanJob:
             return True
         if h.producer_id < 0:
             return False
-        info = self.producers.get(h.producer_id)
-        if info is None or self.plan.now_ms - info[2] >= self.plan.producer_expiration_ms:
+        info = self.plan.producers.get(h.producer_id)
+        if info is None:
             return False
-        last_data, epoch, _ts = info
+        last_data, epoch = info
         if last_data >= 0:
             return h.last_offset == last_data
         return h.is_control and h.producer_epoch == epoch
@@ -385,6 +358,7 @@ class CleanJob:
         out.size = 0
         out.recover(validate=False)  # creates empty index files
         stats = Stats()
+        self.emptied_aborts: list[tuple[int, int]] = []
         try:
             buf = bytearray()
             metas: list[tuple[int, int, int, int]] = []
@@ -405,7 +379,8 @@ class CleanJob:
                 out.append_many(buf, metas)
                 stats.bytes_written += len(buf)
             out.flush()
-            return GroupResult(base=first, size=out.size, stats=stats)
+            return GroupResult(base=first, size=out.size, stats=stats,
+                               emptied_aborts=self.emptied_aborts)
         finally:
             out.close()
 
@@ -418,8 +393,11 @@ class CleanJob:
         assert self.txn is not None
         has_horizon = bool(h.attributes & DELETE_HORIZON_BIT)
         if h.is_control:
-            can_discard = self.txn.on_control(h, control_type(batch, h))
+            ctype = control_type(batch, h)
+            can_discard = self.txn.on_control(h, ctype)
             discard_records = can_discard and has_horizon and h.base_timestamp <= now
+            if can_discard and ctype == ABORT:
+                self.emptied_aborts.append((h.producer_id, h.base_offset))
         else:
             can_discard = self.txn.on_batch(h)
             discard_records = can_discard

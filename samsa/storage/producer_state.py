@@ -183,6 +183,17 @@ class ProducerStateManager:
         if len(keep) * 32 != len(data):
             self._rewrite_index()
 
+    def forget_aborted(self, markers: set[tuple[int, int]]) -> None:
+        """Drop the entries of aborted transactions the log cleaner emptied, keyed by (producer id,
+        marker offset): as in Kafka's cleaned transaction index, an entry must not outlive its data,
+        or its marker once that goes too (read_committed consumers would then skip the producer's
+        later transactions)."""
+        keep = [a for a in self.aborted if (a.producer_id, a.last_offset) not in markers]
+        if len(keep) != len(self.aborted):
+            self.aborted = keep
+            self._aborted_keys = {(a.producer_id, a.last_offset) for a in keep}
+            self._rewrite_index()
+
     def truncate_aborted_below(self, log_start: int) -> None:
         """Retention removed everything below log_start: entries wholly below it go."""
         if self.aborted and self.aborted[0].last_offset < log_start:

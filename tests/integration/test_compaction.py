@@ -225,3 +225,37 @@ def test_clients_read_compacted_transactional_data(broker: SamsaBroker) -> None:
     for iso in ("read_committed", "read_uncommitted"):
         assert consume_confluent(broker, "txn-compacted", end, **{"isolation.level": iso}) == expected
     assert consume_kafka_python(broker, "txn-compacted", end) == expected
+
+
+def test_transactional_producer_on_compacted_topic(broker: SamsaBroker) -> None:
+    """Committed and aborted transactions from a real transactional producer, compacted: both
+    isolation levels and kafka-python see exactly the latest committed value per key."""
+    create(broker, "txn-real")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "compaction-test",
+                  "compression.type": "zstd", "linger.ms": 5})
+    p.init_transactions(10)
+    committed: dict[bytes, tuple[int, bytes]] = {}
+    for t in range(12):
+        p.begin_transaction()
+        pending: list[tuple[bytes, bytes]] = []
+        for i in range(50):
+            k = b"k%02d" % ((t * 13 + i) % 40)
+            v = b"t%d-%d" % (t, i)
+            p.produce("txn-real", key=k, value=v)
+            pending.append((k, v))
+        if t % 3 == 2:
+            p.abort_transaction(10)
+        else:
+            p.flush(10)
+            p.commit_transaction(10)
+            for k, v in pending:
+                committed[k] = (t, v)
+    end = roll_and_clean(broker, "txn-real")
+    expected = {k: v for k, (_t, v) in committed.items()} | {b"~roll": b"x"}
+    for iso in ("read_committed", "read_uncommitted"):
+        rows = consume_confluent(broker, "txn-real", end, **{"isolation.level": iso})
+        assert {k: v for _o, k, v in rows} == expected and len(rows) == len(expected)
+    rows = consume_kafka_python(broker, "txn-real", end)
+    assert {k: v for _o, k, v in rows} == expected and len(rows) == len(expected)
+    heads = on_disk_headers(broker, "txn-real")
+    assert any(h.is_control for h in heads) and any(h.is_transactional for h in heads)

@@ -239,10 +239,10 @@ def test_transactions_committed_kept_aborted_removed_markers_expire(tmp_path: Pa
     lg = open_log(tmp_path, delete_retention_ms=1000)
     cl = cleaner(tmp_path, producer_id_expiration_ms=10**12)
     txn = {"producer_id": 7, "producer_epoch": 0, "attributes_extra": 0x10}
-    put(lg, [(b"a", b"committed")], **txn)  # 0
+    put(lg, [(b"a", b"committed")], base_sequence=0, **txn)  # 0
     put(lg, [(b"b", b"plain")])  # 1
     control(lg, 7, commit=True)  # 2
-    put(lg, [(b"a", b"aborted"), (b"c", b"aborted")], **txn)  # 3-4
+    put(lg, [(b"a", b"aborted"), (b"c", b"aborted")], base_sequence=1, **txn)  # 3-4
     control(lg, 7, commit=False)  # 5
     put(lg, [(b"x", b"1")])  # 6
     lg.roll()
@@ -256,7 +256,7 @@ def test_transactions_committed_kept_aborted_removed_markers_expire(tmp_path: Pa
     assert read_all(lg) == [(0, b"a", b"committed"), (1, b"b", b"plain"), (6, b"x", b"1")]
     # producer 7 writes again (a later value for "a"): the committed and aborted data go; the
     # markers, with nothing left to mark, get a delete horizon on the next pass and go after it
-    put(lg, [(b"a", b"later")], producer_id=7, producer_epoch=0, base_sequence=5)  # 7
+    put(lg, [(b"a", b"later")], producer_id=7, producer_epoch=0, base_sequence=3)  # 7
     lg.roll()
     assert clean(cl, lg, T0 + 10)
     assert [h.base_offset for h, _ in batches(lg)] == [1, 2, 5, 6, 7]
@@ -269,6 +269,27 @@ def test_transactions_committed_kept_aborted_removed_markers_expire(tmp_path: Pa
     assert not markers
     assert read_all(lg) == [(1, b"b", b"plain"), (6, b"x", b"1"), (7, b"a", b"later"),
                             (8, b"y0", b"1"), (9, b"y1", b"1")]
+    # the aborted transaction left the aborted index with its data (read_committed consumers
+    # would otherwise skip producer 7's later transactions)
+    assert lg.producers.aborted == []
+    lg.close()
+    assert open_log(tmp_path).producers.aborted == []
+
+
+def test_stale_aborted_entry_does_not_hide_later_transactions(tmp_path: Path) -> None:
+    from samsa.storage.producer_state import AbortedTxn
+
+    lg = open_log(tmp_path)
+    for i in range(3):  # 0-2: where an aborted transaction of producer 7 and its marker were
+        put(lg, [(b"p%d" % i, b"1")])
+    lg.producers._add_aborted(AbortedTxn(7, 0, 2, 0), persist=True)  # its entry outlived them
+    put(lg, [(b"a", b"committed")], producer_id=7, producer_epoch=0, base_sequence=0,
+        attributes_extra=0x10)  # 3
+    control(lg, 7, commit=True)  # 4
+    put(lg, [(b"z", b"1")])
+    lg.roll()
+    assert clean(cleaner(tmp_path), lg, T0)
+    assert (3, b"a", b"committed") in read_all(lg)
 
 
 def test_open_transaction_caps_the_cleanable_range(tmp_path: Path) -> None:
