@@ -86,6 +86,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "log.roll.ms"),
     ConfigDef("unclean.leader.election.enable", "boolean", "false", "Unclean leader election.",
               "unclean.leader.election.enable"),
+    ConfigDef("confluent.key.schema.validation", "boolean", "false",
+              "Reject records whose key is not schema-registry framed with an id registered under "
+              "<topic>-key.", None),
+    ConfigDef("confluent.value.schema.validation", "boolean", "false",
+              "Reject records whose value is not schema-registry framed with an id registered under "
+              "<topic>-value.", None),
 ]}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
@@ -134,6 +140,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Idle transactional ids are forgotten after this long."),
     ConfigDef("producer.id.expiration.ms", "int", "86400000",
               "Idle producers' idempotence state is dropped after this long."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", "600000",
+              "How often idle producers are looked for."),
     ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "Segment size of "
               "__consumer_offsets."),
     ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner (compaction)."),
@@ -148,6 +156,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("samsa.log.cleaner.mode", "string", "process",
               "Where cleaning runs: a child process, or a thread of the broker.",
               valid=("process", "thread")),
+    ConfigDef("schema.registry.enable", "boolean", "false",
+              "Run the schema registry inside the broker process."),
+    ConfigDef("schema.registry.listeners", "string", "http://127.0.0.1:8081",
+              "HTTP address of the embedded schema registry."),
+    ConfigDef("schema.registry.leader.url", "string", None,
+              "Forward registry writes to this registry (unset: this one is the writer)."),
+    ConfigDef("schema.registry.compatibility", "string", "BACKWARD",
+              "Default compatibility level of the embedded schema registry."),
+    ConfigDef("schema.registry.topic", "string", "_schemas",
+              "Topic holding the registry's schemas (also read for schema-validated topics)."),
 ] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 
