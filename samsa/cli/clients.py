@@ -1,15 +1,16 @@
-"""The client commands of `samsa`: topics, produce, consume and demo (built on confluent-kafka), and
+"""The client commands of `samsa`: topics, groups, produce, consume and demo (built on confluent-kafka), and
 `log` (reads log dirs)."""
 
 from __future__ import annotations
 
 import argparse
 
-from . import consume, demo, log, produce, registry, schemas, topics
+from . import consume, demo, groups, log, produce, registry, schemas, topics
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     topics.add_parser(sub)
+    groups.add_parser(sub)
     produce.add_parser(sub)
     consume.add_parser(sub)
     demo.add_parser(sub)
