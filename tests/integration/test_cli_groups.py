@@ -275,8 +275,6 @@ def test_kip848_consumer_group(broker: SamsaBroker) -> None:
         member.stop()
 
 
-@pytest.mark.xfail(reason="broker: DeleteGroups ignores KIP-848 consumer groups (deletes the offsets "
-                          "of an active group instead of answering NON_EMPTY_GROUP)")
 def test_kip848_active_group_cannot_be_deleted(broker: SamsaBroker) -> None:
     bs = broker.bootstrap
     member = ActiveMember(bs, "g-848-del", protocol="consumer")

@@ -156,3 +156,15 @@ def test_static_member_fencing(broker: SamsaBroker) -> None:
     hb = w.request(12, 3, {"group_id": "gs", "generation_id": r.generation_id,
                            "member_id": first, "group_instance_id": "i1"})
     assert int(hb.error_code) == 82  # FENCED_INSTANCE_ID
+
+
+def test_deleting_a_topic_forgets_its_committed_offsets(broker: SamsaBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("gone", 1, 1)])["gone"].result(10)
+    w = Wire(broker.bootstrap)
+    assert commit(w, "gf", "", -1, topic="gone") == 0
+    admin.delete_topics(["gone"])["gone"].result(10)
+    admin.create_topics([NewTopic("gone", 1, 1)])["gone"].result(10)
+    f = w.request(9, 7, {"group_id": "gf", "topics": [
+        {"name": "gone", "partition_indexes": [0]}], "require_stable": False})
+    assert f.topics[0].partitions[0].committed_offset == -1  # not inherited by the new topic

@@ -84,6 +84,7 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
             r["topic_id"] = t.topic_id
         try:
             await broker.controller.delete_topic(name or "")
+            await broker.groups.forget_topic(name or "")
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
         results.append(r)

@@ -175,8 +175,8 @@ class ConsumerProtocolMixin:
         return resp
 
     def _consumer_group_empty(self, g: ConsumerGroup) -> None:
-        """An empty consumer group keeps its committed offsets (as an offsets-only group)."""
-        self.consumer_groups.pop(g.group_id, None)
+        """An empty consumer group stays a consumer-type group (state Empty); its committed
+        offsets live in the offsets holder in self.groups, which starts its retention clock."""
         og = self.groups.setdefault(g.group_id, Group(g.group_id))
         og.empty_since_ms = _now_ms()
 
@@ -356,8 +356,10 @@ class GroupCoordinator(ConsumerProtocolMixin):
         except GroupError as e:
             return self._join_error(e.code, member_id)
         cg = self.consumer_groups.get(group_id)
-        if cg is not None and cg.members:
-            return self._join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+        if cg is not None:
+            if cg.members:
+                return self._join_error(INCONSISTENT_GROUP_PROTOCOL, member_id)
+            del self.consumer_groups[group_id]  # an empty consumer group converts to classic
         g = self.groups.get(group_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
@@ -818,6 +820,13 @@ class GroupCoordinator(ConsumerProtocolMixin):
         return out
 
     async def delete_group(self, group_id: str) -> int:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            if cg.members:
+                return NON_EMPTY_GROUP
+            del self.consumer_groups[group_id]
+            if group_id not in self.groups:
+                return NONE
         g = self.groups.get(group_id)
         if g is None or g.state == GroupState.DEAD:
             return GROUP_ID_NOT_FOUND
@@ -912,6 +921,23 @@ class GroupCoordinator(ConsumerProtocolMixin):
             if commit:
                 g = self.groups.setdefault(gid, Group(gid))
                 g.offsets[(topic, p)] = e
+
+    async def forget_topic(self, topic: str) -> int:
+        """A deleted topic's committed offsets go too (Kafka removes them with the partitions),
+        so a re-created topic does not inherit them."""
+        n = 0
+        for g in list(self.groups.values()):
+            gone = [tp for tp in g.offsets if tp[0] == topic]
+            if not gone:
+                continue
+            async with self._write_lock:
+                await self.topic.append(self.topic.partition_of(g.group_id),
+                                        [(self._offset_key(g.group_id, t, p), None)
+                                         for t, p in gone])
+            for tp in gone:
+                g.offsets.pop(tp, None)
+            n += len(gone)
+        return n
 
     def has_pending_txn_offsets(self, group_id: str, topic: str, p: int) -> bool:
         return any((group_id, topic, p) in staged for staged in self.pending_txn.values())
