@@ -161,10 +161,15 @@ class _LocalWorker:
 
 
 def _worker_main(conn: Connection, parent_pid: int) -> None:
-    """The cleaner process: runs cleaner_job functions sent by the broker, one at a time. It dies
-    with the broker (PR_SET_PDEATHSIG, and a parent check between chunks) so a crashed broker
-    never leaves a process writing `.cleaned` files under its restarted successor."""
+    """The cleaner process: runs cleaner_job functions sent by the broker, one at a time, at a
+    lower scheduling priority (nice 10). It dies with the broker (PR_SET_PDEATHSIG, and a parent
+    check between chunks) so a crashed broker never leaves a process writing `.cleaned` files
+    under its restarted successor."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:  # background work: the broker's event loop gets the CPU first when it is contended
+        os.nice(10)
+    except OSError:
+        pass
     try:
         import ctypes
 

@@ -39,6 +39,7 @@ from samsa.protocol import codecs
 from samsa.protocol.batch import ATTR_OFFSET, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 from samsa.protocol.records import encode_raw_batch, scan_records, write_varint
 
+from .cleaner_scan import index_keys, select_records, timestamp_delta
 from .log import CLEANED
 from .segment import Segment
 
@@ -286,11 +287,7 @@ class CleanJob:
                         full = True
                         break
                     payload = codecs.decompress(h.compression, batch[HEADER_SIZE:])
-                    base = h.base_offset
-                    for r in scan_records(payload, h.records_count):
-                        key = r[5]
-                        if key is not None:
-                            offsets[key if len(key) <= 32 else map_key(key)] = base + r[4]
+                    index_keys(payload, h.records_count, h.base_offset, offsets, map_key)
                 if h.last_offset >= plan.first_dirty:
                     latest = max(latest, h.last_offset)
             if not full and nxt is not None:
@@ -406,42 +403,30 @@ class CleanJob:
         if discard_records and not retain_empty:
             return None
         marker_done = can_discard and h.is_control
+        if h.records_count <= 0:
+            return batch if retain_empty else None
         payload = b""
-        records: list[tuple[int, int, int, int, int, bytes | None, bool]] = []
-        if h.records_count > 0 and not discard_records:
+        kept: list[int] = []
+        tombstones = False
+        if not discard_records:
             payload = codecs.decompress(h.compression, batch[HEADER_SIZE:])
-            records = scan_records(payload, h.records_count)
-        if h.is_control or discard_records:
-            kept = records
-        else:
-            kept = []
-            latest = self.map_latest
-            offsets = self.offsets
-            base = h.base_offset
-            retain_deletes = not has_horizon or now < h.base_timestamp
-            for r in records:
-                off = base + r[4]
-                if off > latest:
-                    kept.append(r)
-                    continue
-                key = r[5]
-                if key is None:
-                    stats.invalid_records += 1
-                    continue
-                found = offsets.get(key if len(key) <= 32 else map_key(key), -1)
-                if off >= found and (r[6] or retain_deletes):
-                    kept.append(r)
-        stats.records_retained += len(kept)
-        tombstones = not h.is_control and any(not r[6] for r in kept)
+            if h.is_control:
+                kept = [0, len(payload)]  # one record, kept whole
+            else:
+                retain_deletes = not has_horizon or now < h.base_timestamp
+                kept, tombstones, invalid = select_records(
+                    payload, h.records_count, h.base_offset, self.map_latest, self.offsets,
+                    retain_deletes, map_key)
+                stats.invalid_records += invalid
+        count = len(kept) // 2 if not h.is_control else (h.records_count if kept else 0)
+        stats.records_retained += count
         need_horizon = (tombstones or marker_done) and not has_horizon
-        if kept and len(kept) == h.records_count and not need_horizon:
+        if count == h.records_count and not need_horizon:
             return batch
-        if not kept:
+        stats.batches_rewritten += 1
+        if not count:
             if not retain_empty:
                 return None
-            if h.records_count == 0:
-                return batch
-            stats.batches_rewritten += 1
             attrs = h.attributes & ~(0x07 | DELETE_HORIZON_BIT)
             return encode_raw_batch(
                 base_offset=h.base_offset, leader_epoch=h.leader_epoch, attributes=attrs,
@@ -449,36 +434,41 @@ class CleanJob:
                 max_timestamp=h.max_timestamp, producer_id=h.producer_id,
                 producer_epoch=h.producer_epoch, base_sequence=h.base_sequence, count=0,
                 records_body=b"")
-        stats.batches_rewritten += 1
-        log_append = bool(h.attributes & 0x08)
         base_ts = h.base_timestamp
+        keep_ts = bool(h.attributes & 0x08) or h.is_control  # max timestamp stays the batch's
         if need_horizon:
             new_base = now + plan.delete_retention_ms
             attrs = h.attributes | DELETE_HORIZON_BIT
         else:
             new_base = base_ts
             attrs = h.attributes
+        if h.is_control:  # one marker record, rebased below
+            spans = [(0, len(payload))]
+        else:
+            spans = list(zip(kept[::2], kept[1::2], strict=True))
         body = bytearray()
-        max_ts = -1
-        for start, rbody, end, ts_delta, _o, _k, _v in kept:
+        max_ts = h.max_timestamp if keep_ts else -1
+        for start, end in spans:
+            if keep_ts and new_base == base_ts:
+                body += payload[start:end]
+                continue
+            ts_delta, after = timestamp_delta(payload, start)
             ts = base_ts + ts_delta
-            if ts > max_ts:
+            if ts > max_ts and not keep_ts:
                 max_ts = ts
             if new_base == base_ts:
                 body += payload[start:end]
             else:
                 rec = bytearray(b"\x00")
                 write_varint(rec, ts - new_base)
-                rec += payload[rbody:end]
+                rec += payload[after:end]
                 write_varint(body, len(rec))
                 body += rec
-        if log_append or h.is_control:
-            max_ts = h.max_timestamp
         return encode_raw_batch(
             base_offset=h.base_offset, leader_epoch=h.leader_epoch, attributes=attrs,
             last_offset_delta=h.last_offset_delta, base_timestamp=new_base, max_timestamp=max_ts,
             producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-            base_sequence=h.base_sequence, count=len(kept), records_body=bytes(body))
+            base_sequence=h.base_sequence, count=count, records_body=bytes(body))
 
 
 # ---- worker-side registry: jobs live where they run (a thread of the broker, or the cleaner
