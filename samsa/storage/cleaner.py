@@ -62,6 +62,7 @@ class CleanerConfig:
     enable: bool = True  # log.cleaner.enable
     backoff_ms: int = 15000  # log.cleaner.backoff.ms
     dedupe_buffer_size: int = 128 << 20  # log.cleaner.dedupe.buffer.size
+    load_factor: float = 0.9  # log.cleaner.io.buffer.load.factor
     io_buffer_size: int = 512 << 10  # log.cleaner.io.buffer.size
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
     producer_id_expiration_ms: int = 86400000  # producer.id.expiration.ms
@@ -79,6 +80,7 @@ class CleanerConfig:
             enable=val("log.cleaner.enable", "true").lower() == "true",
             backoff_ms=int(val("log.cleaner.backoff.ms", d.backoff_ms)),
             dedupe_buffer_size=int(val("log.cleaner.dedupe.buffer.size", d.dedupe_buffer_size)),
+            load_factor=float(val("log.cleaner.io.buffer.load.factor", d.load_factor)),
             io_buffer_size=int(val("log.cleaner.io.buffer.size", d.io_buffer_size)),
             io_max_bytes_per_second=float(val("log.cleaner.io.max.bytes.per.second",
                                               d.io_max_bytes_per_second)),
@@ -415,7 +417,7 @@ class LogCleaner:
             delete_retention_ms=cfg.delete_retention_ms, segment_bytes=cfg.segment_bytes,
             index_interval=cfg.index_interval, max_message_bytes=cfg.max_message_bytes,
             producers=producers, aborted=aborted,
-            dedupe_buffer_size=self.config.dedupe_buffer_size,
+            dedupe_buffer_size=self.config.dedupe_buffer_size, load_factor=self.config.load_factor,
             io_buffer_size=self.config.io_buffer_size,
             io_max_bytes_per_second=self.config.io_max_bytes_per_second)
 

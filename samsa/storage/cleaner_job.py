@@ -47,7 +47,6 @@ DELETE_HORIZON_BIT = 0x40
 ABORT, COMMIT = 0, 1
 # a map entry's cost in CPython (dict slot, key bytes object of <= 33 bytes, offset int)
 MAP_ENTRY_BYTES = 160
-MAP_LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 _CRC = struct.Struct(">I")
 
 
@@ -87,6 +86,7 @@ class Plan:
     producers: dict[int, tuple[int, int]]
     aborted: list[tuple[int, int, int]]  # aborted transactions: (first offset, producer id, marker)
     dedupe_buffer_size: int
+    load_factor: float  # log.cleaner.io.buffer.load.factor: how full the map may get
     io_buffer_size: int
     io_max_bytes_per_second: float
 
@@ -267,7 +267,7 @@ class CleanJob:
         plan = self.plan
         stats = Stats()
         segs = plan.segments
-        capacity = max(1, int(plan.dedupe_buffer_size * MAP_LOAD_FACTOR / MAP_ENTRY_BYTES))
+        capacity = max(1, int(plan.dedupe_buffer_size * plan.load_factor / MAP_ENTRY_BYTES))
         txn = TxnState(plan.aborted)
         full = False
         latest = -1

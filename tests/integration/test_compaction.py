@@ -154,6 +154,22 @@ def test_keyless_records_are_refused_on_compacted_topics(broker: SamsaBroker) ->
     p.flush(10)
     assert results[0] is not None and results[0].code() == KafkaError.INVALID_RECORD
     assert results[1] is None
+    # Kafka's answer in full: one record error per keyless record and the summary message
+    from tests.wire import Wire
+
+    w = Wire(broker.bootstrap)
+    batch = encode_batch([(b"k", b"v", [], int(time.time() * 1000)), (None, b"v", [], 0),
+                          (None, None, [], 0)])
+    resp = w.request(0, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+        {"name": "needs-keys", "partition_data": [{"index": 0, "records": batch}]}]})
+    w.close()
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == 87 and part.base_offset == -1
+    assert [e.batch_index for e in part.record_errors] == [1, 2]
+    assert part.record_errors[0].batch_index_error_message == (
+        "Compacted topic cannot accept message without key in topic partition needs-keys-0")
+    assert part.error_message.startswith("One or more records have been rejected due to 2 record "
+                                         "errors in total")
     from kafka import KafkaProducer
     from kafka.errors import InvalidRecordError
 

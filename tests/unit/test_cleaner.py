@@ -399,7 +399,7 @@ def test_small_offset_map_makes_partial_progress(tmp_path: Path) -> None:
         latest[k] = put(lg, [(k, b"v%d" % i)])
     lg.roll()
     from samsa.storage import cleaner_job
-    cl = cleaner(tmp_path, dedupe_buffer_size=int(30 * cleaner_job.MAP_ENTRY_BYTES / 0.9) + 1)
+    cl = cleaner(tmp_path, dedupe_buffer_size=30 * cleaner_job.MAP_ENTRY_BYTES, load_factor=1.0)
     passes = 0
     while clean(cl, lg, T0):
         passes += 1
@@ -541,3 +541,22 @@ def test_thread_and_process_workers(tmp_path: Path, mode: str) -> None:
     assert stats["partitions"]["t-0"]["first_dirty_offset"] == 300
     if mode == "process":
         assert os.getpid() != 0
+
+
+def test_compact_delete_combines_retention_and_compaction(tmp_path: Path) -> None:
+    lg = open_log(tmp_path, cleanup_policy="compact,delete", retention_ms=10_000, segment_bytes=300)
+    cl = cleaner(tmp_path)
+    for i in range(30):  # old data: keys 0-4
+        put(lg, [(b"old%d" % (i % 5), b"v%d" % i)], ts=T0 + i)
+    lg.roll()
+    assert clean(cl, lg, T0 + 100)
+    assert [r[1] for r in read_all(lg)] == [b"old0", b"old1", b"old2", b"old3", b"old4"]
+    for i in range(30):  # new data: keys 0-2, 20 s later
+        put(lg, [(b"new%d" % (i % 3), b"v%d" % i)], ts=T0 + 20_000 + i)
+    lg.roll()
+    assert lg.apply_retention(T0 + 20_100) > 0  # the old segments are past retention.ms
+    assert all(r[1].startswith(b"new") for r in read_all(lg))
+    assert cl.to_clean(lg, T0 + 20_100).first_dirty == lg.log_start_offset  # checkpoint below it
+    assert clean(cl, lg, T0 + 20_100)
+    assert [r[1] for r in read_all(lg)] == [b"new0", b"new1", b"new2"]
+    assert lg.config.compact and lg.config.delete
