@@ -346,7 +346,7 @@ class LogCleaner:
                     uncleanable = min(uncleanable, s.base)
                     break
         uncleanable = max(uncleanable, first_dirty)
-        # the uncleanable offset's segment bounds the cleanable bytes (Kafka counts whole segments)
+        # the uncleanable offset's segment bounds what is cleaned (Kafka counts whole segments)
         fuo = max((s.base for s in segs if s.base <= uncleanable), default=uncleanable)
         lo = min(first_dirty, fuo)
         clean = cleanable = 0
@@ -361,7 +361,7 @@ class LogCleaner:
             stamps = [s.first_timestamp for s in dirty_closed
                       if s.first_timestamp is not None and s.first_timestamp > 0]
             need_now = bool(stamps) and min(stamps) < now_ms - max(cfg.max_compaction_lag_ms, 0)
-        return ToClean(lg, first_dirty, uncleanable, clean, cleanable, need_now)
+        return ToClean(lg, first_dirty, fuo, clean, cleanable, need_now)
 
     def _survey(self, logs: dict[Key, PartitionLog], now_ms: int) -> list[ToClean]:
         out = []

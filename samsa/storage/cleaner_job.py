@@ -249,6 +249,9 @@ class CleanJob:
                     yield batch, read_header(batch)
                     off += size
                 if off == 0:  # the next batch is larger than the buffer
+                    if len(chunk) < HEADER_SIZE:
+                        raise CorruptSegment(f"{path}: torn batch at position {pos}")
+                    size = struct.unpack_from(">i", chunk, 8)[0] + LOG_OVERHEAD
                     if pos + size > end:
                         raise CorruptSegment(f"{path}: batch at position {pos} overruns the segment")
                     want = max(want, size)
