@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import consume, demo, groups, log, produce, registry, schemas, topics
+from . import consume, demo, groups, log, produce, registry, schemas, topics, transactions
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,3 +17,4 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     log.add_parser(sub)
     schemas.add_parser(sub)
     registry.add_parser(sub)
+    transactions.add_parser(sub)
