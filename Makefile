@@ -10,7 +10,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,spark]'
 	touch $@
 
 # kcat (Debian package) is one of the real clients the tests drive.
@@ -19,10 +19,12 @@ system-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat >/dev/null; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null; fi; }
 
-# The main job: a single-node Samsa on the embedded default (127.0.0.1:9092, ./samsa-data) and a
-# produce/consume walk-through against it.
+# The main job: the reference pipeline on the embedded default. A single-node Samsa (127.0.0.1:9092,
+# ./samsa-data) starts, a generator produces order events, a PySpark Structured Streaming job reads
+# them with the samsa source and writes one priced order per event back, exactly once; the
+# walk-through checks and prints it. (`samsa demo` is the plain produce/consume walk-through.)
 run: install
-	$(VENV)/bin/samsa demo
+	$(VENV)/bin/samsa pipeline
 
 test: install system-deps
 	$(VENV)/bin/pytest -q -ra
@@ -38,4 +40,4 @@ bench: install
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) samsa-data .pytest_cache
+	rm -rf $(VENV) samsa-data samsa-data-checkpoints .pytest_cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import consume, demo, groups, log, produce, registry, schemas, topics, transactions
+from . import consume, demo, groups, log, pipeline, produce, registry, schemas, topics, transactions
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -14,6 +14,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     produce.add_parser(sub)
     consume.add_parser(sub)
     demo.add_parser(sub)
+    pipeline.add_parser(sub)
     log.add_parser(sub)
     schemas.add_parser(sub)
     registry.add_parser(sub)
