@@ -85,8 +85,7 @@ def _convert(kafka_type: str, value: Any) -> Any:
     if kafka_type in ("timedelta_i32", "timedelta_i64") and not isinstance(value, datetime.timedelta):
         return datetime.timedelta(milliseconds=int(value))
     if kafka_type.startswith("datetime") and isinstance(value, int):
-        if value < 0:
-            return None
+        # -1 ("none") is written back as -1 for nullable and non-nullable fields alike
         return datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
     if kafka_type == "uuid" and isinstance(value, bytes):
         return uuid.UUID(bytes=value)
