@@ -58,6 +58,8 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                                  "error_code": 0}
             if lg is None:
                 r["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+            elif "delete" not in lg.config.cleanup_policy:
+                r["error_code"] = Err.POLICY_VIOLATION  # Kafka: only topics that allow deletion
             else:
                 try:
                     r["low_watermark"] = lg.delete_records(p.offset)
