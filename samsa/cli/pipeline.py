@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -77,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         from samsa.spark.session import local_session
     except ImportError as e:
         raise CliError(f"PySpark is not installed ({e}); pip install 'samsa[spark]'") from None
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise CliError("Spark needs a Java runtime (17 or newer) on PATH or in JAVA_HOME")
     data_dir = Path(args.data_dir)
     checkpoint = data_dir.parent / f"{data_dir.name}-checkpoints" / "priced-orders"
     port = args.port

@@ -5,7 +5,6 @@ partitions, and failOnDataLoss."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ from pyspark.sql.types import _parse_datatype_string  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from samsa.spark import local_session
-    s = local_session("samsa-test-read")
-    yield s
-    s.stop()
 
 
 def reader(spark: SparkSession, bs: str, **opts: str) -> Any:

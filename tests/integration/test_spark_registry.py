@@ -51,13 +51,6 @@ message Order {
 """
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from samsa.spark import local_session
-    s = local_session("samsa-test-registry")
-    yield s
-    s.stop()
-
 
 @pytest.fixture(scope="module")
 def registry(samsa_broker: SamsaBroker) -> Iterator[InProcessRegistry]:

@@ -5,7 +5,6 @@ commit log lost, as after a driver crash) writes nothing twice."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,6 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[SparkSession]:
-    from samsa.spark import local_session
-    s = local_session("samsa-test-write")
-    yield s
-    s.stop()
 
 
 def test_batch_write_columns(spark: SparkSession, samsa_broker: SamsaBroker) -> None:
