@@ -3,6 +3,7 @@ yielding pyarrow.RecordBatches in the row schema of Spark's Kafka source."""
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +57,18 @@ class _Columns:
         self.ts: list[int] = []
         self.ts_types: list[int] = []
         self.hdrs: list[list[dict[str, object]] | None] = []
+
+    def add(self, msgs: list[Any], offsets: list[int], headers: bool) -> None:
+        """Append a run of records (comprehensions: this is the per-record hot path)."""
+        self.keys.extend([m.key() for m in msgs])
+        self.values.extend([m.value() for m in msgs])
+        self.offsets.extend(offsets)
+        ts = [m.timestamp() for m in msgs]
+        self.ts.extend([t[1] * 1000 for t in ts])
+        self.ts_types.extend([_TS_TYPE.get(t[0], -1) for t in ts])
+        if headers:
+            hs: list[Any] = [m.headers() for m in msgs]
+            self.hdrs.extend([[{"key": k, "value": v} for k, v in h] if h else None for h in hs])
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -113,43 +126,36 @@ def read_range(client: dict[str, str], r: OffsetRange, include_headers: bool, fa
             if not msgs and time.monotonic() > deadline:
                 raise TimeoutError(f"no records of {r.topic}/{r.partition} from offset {start} within "
                                    f"{poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs)")
+            data = [m for m in msgs if m.error() is None]
+            if data:
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+                offs: list[int] = [m.offset() for m in data]  # type: ignore[misc]
+                if offs[-1] >= r.end - 1:
+                    done = True
+                    cut = bisect.bisect_left(offs, r.end)
+                    data, offs = data[:cut], offs[:cut]
+                if offs:
+                    next_offset = offs[-1] + 1
+                cols.add(data, offs, include_headers)
             for m in msgs:
                 err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if (m.offset() or 0) >= r.end:
-                            done = True
-                            break
-                        continue  # end not visible yet (in flight, or beyond the stable offset)
-                    if err.code() == KafkaError._AUTO_OFFSET_RESET:
-                        if fail_on_data_loss:
-                            raise DataLossError(f"offset out of range in {r.topic}/{r.partition}: "
-                                                f"{err.str()}; some data may have been lost")
-                        lo, _ = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
-                        if lo >= r.end:
-                            done = True
-                            break
+                if err is None or done:
+                    continue
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if (m.offset() or 0) >= r.end:
+                        done = True
+                    continue  # else the end is not visible yet (in flight, or beyond the stable offset)
+                if err.code() == KafkaError._AUTO_OFFSET_RESET:
+                    if fail_on_data_loss:
+                        raise DataLossError(f"offset out of range in {r.topic}/{r.partition}: "
+                                            f"{err.str()}; some data may have been lost")
+                    lo, _ = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+                    if lo >= r.end:
+                        done = True
+                    else:
                         c.assign([TopicPartition(r.topic, r.partition, lo)])
-                        continue
-                    raise KafkaException(err)
-                o = int(m.offset() or 0)
-                if o >= r.end:
-                    done = True
-                    break
-                deadline = time.monotonic() + poll_timeout_ms / 1000
-                next_offset = o + 1
-                cols.keys.append(m.key())
-                cols.values.append(m.value())
-                cols.offsets.append(o)
-                tstype, ts = m.timestamp()
-                cols.ts.append(ts * 1000)
-                cols.ts_types.append(_TS_TYPE.get(tstype, -1))
-                if include_headers:
-                    h: Any = m.headers()
-                    cols.hdrs.append([{"key": kv[0], "value": kv[1]} for kv in h] if h else None)
-                if o == r.end - 1:
-                    done = True
-                    break
+                    continue
+                raise KafkaException(err)
             if len(cols) >= BATCH_ROWS or (done and len(cols)):
                 yield cols.batch()
     finally:
