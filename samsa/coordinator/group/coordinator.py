@@ -747,6 +747,23 @@ class GroupCoordinator(ConsumerProtocolMixin):
             if g.state == GroupState.COMPLETING_REBALANCE:
                 return REBALANCE_IN_PROGRESS
             g.members[member_id].last_heartbeat = time.monotonic()
+        codes, records, entries = self._offset_records(group_id, offsets, retention_ms)
+        if records:
+            try:
+                async with self._write_lock:
+                    await self.topic.append(self.topic.partition_of(group_id), records)
+            except Exception as e:  # noqa: BLE001
+                log.error("offset commit for %s failed: %r", group_id, e)
+                return COORDINATOR_NOT_AVAILABLE
+            g.offsets.update(entries)
+        return codes
+
+    def _offset_records(self, group_id: str,
+                        offsets: list[tuple[str, int, int, int, str | None]], retention_ms: int
+                        ) -> tuple[dict[tuple[str, int], int], list[tuple[bytes, bytes | None]],
+                                   dict[tuple[str, int], OffsetEntry]]:
+        """Validate commits (unknown partition, metadata size) and build their records and
+        entries: shared by OffsetCommit and TxnOffsetCommit."""
         codes: dict[tuple[str, int], int] = {}
         records: list[tuple[bytes, bytes | None]] = []
         entries: dict[tuple[str, int], OffsetEntry] = {}
@@ -765,15 +782,7 @@ class GroupCoordinator(ConsumerProtocolMixin):
                             json.dumps({"offset": off, "epoch": epoch, "meta": meta, "ts": now,
                                         "exp": exp}).encode()))
             codes[(topic, p)] = NONE
-        if records:
-            try:
-                async with self._write_lock:
-                    await self.topic.append(self.topic.partition_of(group_id), records)
-            except Exception as e:  # noqa: BLE001
-                log.error("offset commit for %s failed: %r", group_id, e)
-                return COORDINATOR_NOT_AVAILABLE
-            g.offsets.update(entries)
-        return codes
+        return codes, records, entries
 
     def fetch_offsets(self, group_id: str, wanted: list[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], OffsetEntry | None]:
@@ -891,23 +900,8 @@ class GroupCoordinator(ConsumerProtocolMixin):
                     return ILLEGAL_GENERATION
             elif generation != g.generation:
                 return ILLEGAL_GENERATION
-        codes: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        staged: dict[tuple[str, str, int], OffsetEntry] = {}
-        now = _now_ms()
-        for topic, p, off, epoch, meta in offsets:
-            if not self.partition_exists(topic, p):
-                codes[(topic, p)] = UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            meta = meta or ""
-            if len(meta.encode()) > self.config.metadata_max_bytes:
-                codes[(topic, p)] = OFFSET_METADATA_TOO_LARGE
-                continue
-            staged[(group_id, topic, p)] = OffsetEntry(off, epoch, meta, now)
-            records.append((self._offset_key(group_id, topic, p),
-                            json.dumps({"offset": off, "epoch": epoch, "meta": meta,
-                                        "ts": now}).encode()))
-            codes[(topic, p)] = NONE
+        codes, records, entries = self._offset_records(group_id, offsets, -1)
+        staged = {(group_id, t, p): e for (t, p), e in entries.items()}
         if records:
             async with self._write_lock:
                 await self.topic.append(self.topic.partition_of(group_id), records,
