@@ -39,17 +39,8 @@ def write_varint(out: bytearray, n: int) -> None:
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = 0
-    v = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
+    """Signed (zigzag) varint at pos: (value, next position)."""
+    v, pos = _uvarint_at(buf, pos)  # type: ignore[arg-type]
     return (v >> 1) ^ -(v & 1), pos
 
 
