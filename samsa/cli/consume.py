@@ -1,7 +1,7 @@
 """`samsa consume TOPIC`: print messages, like kafka-console-consumer.sh.
 
-Samsa has no consumer groups yet, so this assigns partitions explicitly (never subscribes) and
-never commits offsets; where to start is always given on the command line."""
+It assigns partitions explicitly (never joins a group) and never commits offsets, so watching a
+topic never disturbs a real consumer group; where to start is given on the command line."""
 
 from __future__ import annotations
 
