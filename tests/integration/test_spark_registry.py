@@ -40,7 +40,7 @@ USER = {"type": "record", "name": "User", "namespace": "app", "fields": [
 USER_JSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
                                               "score": {"type": "number"}}}
 PROTO = """syntax = "proto3";
-package shop;
+package sparkshop;
 message Order {
   string id = 1;
   int64 cents = 2;
@@ -63,12 +63,12 @@ def order_pb2(tmp_path_factory: pytest.TempPathFactory) -> Any:
     import grpc_tools
     from grpc_tools import protoc
     d: Path = tmp_path_factory.mktemp("proto")
-    (d / "shop_order.proto").write_text(PROTO)
+    (d / "spark_shop_order.proto").write_text(PROTO)
     inc = str(Path(grpc_tools.__file__).parent / "_proto")
-    assert protoc.main(["protoc", f"-I{d}", f"-I{inc}", f"--python_out={d}", "shop_order.proto"]) == 0
+    assert protoc.main(["protoc", f"-I{d}", f"-I{inc}", f"--python_out={d}", "spark_shop_order.proto"]) == 0
     sys.path.insert(0, str(d))
     try:
-        return importlib.import_module("shop_order_pb2")
+        return importlib.import_module("spark_shop_order_pb2")
     finally:
         sys.path.remove(str(d))
 
