@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -153,3 +153,15 @@ def guarded(prog: str, fn: Command) -> Command:
             return EXIT_ERROR
 
     return run
+
+
+def _cell(v: Any) -> str:
+    return "-" if v is None or v == "" else str(v)
+
+
+def print_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Left-aligned columns, at least two spaces apart, '-' for empty cells (Kafka's tools' look)."""
+    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for r in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

@@ -30,6 +30,7 @@ from ._common import (
     error_of,
     guarded,
     is_unreachable,
+    print_table,
     unknown_topic,
 )
 
@@ -224,16 +225,6 @@ def _type_name(t: Any) -> str:
     return TYPE_NAMES.get(t, str(getattr(t, "name", t)))
 
 
-def _cell(v: Any) -> str:
-    return "-" if v is None or v == "" else str(v)
-
-
-def _print_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Left-aligned columns, at least two spaces apart (cells never contain two spaces)."""
-    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _print_json(rows: Iterable[Any]) -> None:
@@ -318,7 +309,7 @@ def list_(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
     elif rows:
-        _print_table(["GROUP", "STATE", "TYPE"], ([r["group"], r["state"], r["type"]] for r in rows))
+        print_table(["GROUP", "STATE", "TYPE"], ([r["group"], r["state"], r["type"]] for r in rows))
     return 0
 
 
@@ -455,16 +446,16 @@ def describe(args: argparse.Namespace) -> int:
         if args.state:
             s = group_rows[0]
             coord = f"{s.coordinator} ({s.coordinator_id})" if s.coordinator else None
-            _print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            print_table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
                          [[g, coord, s.assignment_strategy, s.state, s.members]])
         elif args.members:
             if args.verbose:
-                _print_table(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
+                print_table(["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID",
                               "#PARTITIONS", "ASSIGNMENT"],
                              [[r.group, r.consumer_id, r.group_instance_id, r.host, r.client_id,
                                r.partitions, _assignment_text(r.assignment)] for r in group_rows])
             else:
-                _print_table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+                print_table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
                              [[r.group, r.consumer_id, r.host, r.client_id, r.partitions]
                               for r in group_rows])
         else:
@@ -472,7 +463,7 @@ def describe(args: argparse.Namespace) -> int:
             print(f"Group: {g}\tState: {s.state}\tCoordinator: {s.coordinator} "
                   f"({s.coordinator_id})\tMembers: {s.members}")
             print()
-            _print_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+            print_table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                           "CONSUMER-ID", "HOST", "CLIENT-ID"],
                          [[r.group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag,
                            r.consumer_id, r.host, r.client_id] for r in group_rows])
@@ -604,6 +595,6 @@ def reset_offsets(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(rows)
     else:
-        _print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+        print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
                      [[r["group"], r["topic"], r["partition"], r["new_offset"]] for r in rows])
     return 0

@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from ._common import (
     describe_error,
     guarded,
     is_unreachable,
+    print_table,
     unknown_topic,
     unreachable,
 )
@@ -107,16 +107,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-def _cell(v: Any) -> str:
-    return "-" if v is None or v == "" else str(v)
-
-
-def _print_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Left-aligned columns, at least two spaces apart (cells never contain two spaces)."""
-    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    for r in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _print_json(value: Any) -> None:
@@ -220,7 +210,7 @@ def list_(args: argparse.Namespace) -> int:
         _print_json([{"transactional_id": t.transactional_id, "coordinator_id": t.coordinator_id,
                       "producer_id": t.producer_id, "state": t.state} for t in txns])
     elif txns:
-        _print_table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
+        print_table(["TRANSACTIONAL-ID", "PRODUCER-ID", "STATE"],
                      ([t.transactional_id, t.producer_id, t.state] for t in txns))
     return 0
 
@@ -234,7 +224,7 @@ def describe(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(t.to_json())
         return 0
-    _print_table(["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS",
+    print_table(["TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "EPOCH", "STATE", "TIMEOUT-MS",
                   "START-TIME", "DURATION-MS", "PARTITIONS"],
                  [[t.transactional_id, t.coordinator_id, t.producer_id, t.producer_epoch, t.state,
                    t.timeout_ms, _time_text(t.start_time_ms), t.duration_ms(),
@@ -283,7 +273,7 @@ def describe_producers(args: argparse.Namespace) -> int:
         def opt(v: int) -> int | None:
             return v if v >= 0 else None
 
-        _print_table(["PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "COORDINATOR-EPOCH",
+        print_table(["PRODUCER-ID", "EPOCH", "LAST-SEQUENCE", "LAST-TIMESTAMP", "COORDINATOR-EPOCH",
                       "CURRENT-TXN-START-OFFSET"],
                      ([r["producer_id"], r["producer_epoch"], opt(r["last_sequence"]),
                        _time_text(r["last_timestamp_ms"]), opt(r["coordinator_epoch"]),
