@@ -5,6 +5,7 @@ formatting."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import platform
 import shutil
@@ -290,3 +291,24 @@ def machine_info() -> list[str]:
         f"librdkafka {confluent_kafka.libversion()[0]}",
         f"- load average at report time: {load}",
     ]
+
+
+def finish_broker(broker: BrokerProcess, notes: list[str], workdir: Path) -> None:
+    """End of a broker's run: stop it, keep its error log lines as a note, and remove its work
+    dir (kept when BENCH_KEEP_LOGS is set)."""
+    gc.collect()  # drop client handles before the broker goes (no reconnect noise)
+    broker.stop()
+    note = log_error_note(broker)
+    if note:
+        notes.append(note)
+    if os.environ.get("BENCH_KEEP_LOGS"):
+        log(f"{broker.name} work dir kept: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def write_report(report: str, out: Path) -> None:
+    print(report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report + "\n")
+    log(f"written to {out}")

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
 import multiprocessing
 import multiprocessing.connection
 import os
 import random
-import shutil
 import signal
 import statistics
 import sys
@@ -54,12 +52,13 @@ from common import (
     create_topic,
     delete_topic,
     ensure_alive,
+    finish_broker,
     fmt_num,
     log,
-    log_error_note,
     machine_info,
     ratio,
     short_error,
+    write_report,
 )
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -589,16 +588,8 @@ def run_broker(factory: Callable[[Path], BrokerProcess], reps: int, commit_secon
             res.notes.append(f"{broker.name} was not running at the end of its run")
     finally:
         admin = None
-        gc.collect()
-        broker.stop()
-        note = log_error_note(broker)
-        if note:
-            res.notes.append(note)
+        finish_broker(broker, res.notes, workdir)
         res.wall_s = time.monotonic() - t_start
-        if os.environ.get("BENCH_KEEP_LOGS"):
-            log(f"{broker.name} work dir kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return res
 
 
@@ -793,10 +784,7 @@ def main(argv: list[str] | None = None) -> int:
                                                            f"{short_error(e)}")
     report = render(results["samsa"], results["tansu"], args, reps, commit_seconds, started,
                     time.monotonic() - t0)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report + "\n")
-    log(f"written to {args.out}")
+    write_report(report, args.out)
     return 0
 
 

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
-import os
 import random
-import shutil
 import statistics
 import sys
 import tempfile
@@ -46,12 +43,13 @@ from common import (
     create_topic,
     delete_topic,
     ensure_alive,
+    finish_broker,
     fmt_num,
     log,
-    log_error_note,
     machine_info,
     ratio,
     short_error,
+    write_report,
 )
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -468,17 +466,8 @@ def run_broker(factory: Callable[[Path], BrokerProcess], counts: dict[int, int],
     finally:
         admins.clear()  # drop client handles before the broker goes (no reconnect noise)
         admin = None
-        gc.collect()
-        broker.stop()
-        note = log_error_note(broker)
-        if note:
-            res.notes.append(note)
+        finish_broker(broker, res.notes, workdir)
         res.wall_s = time.monotonic() - t_start
-        keep = os.environ.get("BENCH_KEEP_LOGS")
-        if keep:
-            log(f"{broker.name} work dir kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return res
 
 
@@ -643,10 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             f"{short_error(e)}")
     report = render(results["samsa"], results["tansu"], args, counts, lat_seconds, started,
                     time.monotonic() - t0)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report + "\n")
-    log(f"written to {args.out}")
+    write_report(report, args.out)
     return 0
 
 

@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import gc
-import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -45,12 +42,13 @@ from common import (
     create_topic,
     delete_topic,
     ensure_alive,
+    finish_broker,
     fmt_num,
     log,
-    log_error_note,
     machine_info,
     ratio,
     short_error,
+    write_report,
 )
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -337,16 +335,8 @@ def run_broker(factory: Callable[[Path], BrokerProcess], seconds: float, run_id:
             res.notes.append(f"{broker.name} was not running at the end of its run")
     finally:
         admin = None
-        gc.collect()
-        broker.stop()
-        note = log_error_note(broker)
-        if note:
-            res.notes.append(note)
+        finish_broker(broker, res.notes, workdir)
         res.wall_s = time.monotonic() - t_start
-        if os.environ.get("BENCH_KEEP_LOGS"):
-            log(f"{broker.name} work dir kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
     return res
 
 
@@ -508,10 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = TxnResults(name, start_error=f"{name} run aborted: {short_error(e)}")
     report = render(results["samsa"], results["tansu"], args, seconds, started,
                     time.monotonic() - t0)
-    print(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report + "\n")
-    log(f"written to {args.out}")
+    write_report(report, args.out)
     return 0
 
 
