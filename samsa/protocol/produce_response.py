@@ -13,12 +13,17 @@ _CORR = struct.Struct(">i")
 
 
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_SMALL = [bytes([i]) for i in range(0x80)]
 
 
 def _nullable_str(s: str | None, flexible: bool) -> bytes:
@@ -30,42 +35,47 @@ def _nullable_str(s: str | None, flexible: bool) -> bytes:
 
 def encode_produce_response(version: int, correlation_id: int,
                             responses: list[dict[str, Any]]) -> list[bytes]:
-    """Length-prefixed frame for a Produce response built by handlers.produce."""
+    """Length-prefixed frame for a Produce response built by handlers.produce, as one chunk."""
     flexible = version >= 9
-    out = [b"", _CORR.pack(correlation_id)]
+    out = bytearray(b"\0\0\0\0")  # size, patched at the end
+    out += _CORR.pack(correlation_id)
     if flexible:
-        out.append(b"\x00")  # response header v1 tagged fields
-        out.append(_uvarint(len(responses) + 1))
+        out += b"\x00"  # response header v1 tagged fields
+        out += _uvarint(len(responses) + 1)
     else:
-        out.append(_I32.pack(len(responses)))
-    part_struct = _PART_V5 if version >= 5 else _PART_V3
+        out += _I32.pack(len(responses))
+    v5 = version >= 5
+    v8 = version >= 8
+    part_struct = _PART_V5 if v5 else _PART_V3
     for topic in responses:
         name = topic["name"].encode()
         parts = topic["partition_responses"]
         if flexible:
-            out.append(_uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1))
+            out += _uvarint(len(name) + 1) + name + _uvarint(len(parts) + 1)
         else:
-            out.append(struct.pack(">h", len(name)) + name + _I32.pack(len(parts)))
+            out += struct.pack(">h", len(name)) + name + _I32.pack(len(parts))
         for p in parts:
-            fields = [p["index"], int(p["error_code"]), p["base_offset"], p["log_append_time"]]
-            if version >= 5:
-                fields.append(p["log_start_offset"])
-            out.append(part_struct.pack(*fields))
-            if version >= 8:
+            if v5:
+                out += part_struct.pack(p["index"], int(p["error_code"]), p["base_offset"],
+                                        p["log_append_time"], p["log_start_offset"])
+            else:
+                out += part_struct.pack(p["index"], int(p["error_code"]), p["base_offset"],
+                                        p["log_append_time"])
+            if v8:
                 errors = p.get("record_errors") or ()
-                out.append(_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors)))
+                out += _uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors))
                 for e in errors:
-                    out.append(_I32.pack(e["batch_index"]))
-                    out.append(_nullable_str(e.get("batch_index_error_message"), flexible))
+                    out += _I32.pack(e["batch_index"])
+                    out += _nullable_str(e.get("batch_index_error_message"), flexible)
                     if flexible:
-                        out.append(b"\x00")
-                out.append(_nullable_str(p.get("error_message"), flexible))
+                        out += b"\x00"
+                out += _nullable_str(p.get("error_message"), flexible)
             if flexible:
-                out.append(b"\x00")  # partition tagged fields
+                out += b"\x00"  # partition tagged fields
         if flexible:
-            out.append(b"\x00")  # topic tagged fields
-    out.append(_I32.pack(0))  # throttle_time_ms
+            out += b"\x00"  # topic tagged fields
+    out += _I32.pack(0)  # throttle_time_ms
     if flexible:
-        out.append(b"\x00")  # top-level tagged fields
-    out[0] = _I32.pack(sum(len(c) for c in out))
-    return out
+        out += b"\x00"  # top-level tagged fields
+    _I32.pack_into(out, 0, len(out) - 4)
+    return [bytes(out)]
