@@ -4,12 +4,20 @@ A connection reads frames bounded by socket.request.max.bytes; every request is 
 (so a long-polling fetch does not block later requests' processing), but responses are written in
 the order the requests arrived, as Kafka clients require. Reading pauses while too many responses
 are pending or the socket's write buffer is full (backpressure).
+
+Fetch responses carry file slices (storage.file_slice) for their record data. A slice of at least
+SENDFILE_MIN bytes is sent with os.sendfile straight to the socket when the transport's buffer is
+empty (everything before it is already in the kernel, so order holds); when the socket would block,
+or the buffer is not empty, the rest is pread and handed to the transport like any other bytes.
+Smaller slices are pread and coalesced with the surrounding bytes into one writelines call.
+Every slice is released once written or dropped (closed connection, failed request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 from collections import deque
 from collections.abc import Awaitable
@@ -17,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
+from samsa.protocol.fetch_response import FetchChunks
+from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -24,6 +34,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.server")
 _HDR = struct.Struct(">ihhi")
 _MAX_PENDING = 256
+# Measured on loopback TCP (2-core VM): below ~64 KiB one pread + writev costs less CPU than an
+# extra send + sendfile; from 64 KiB on sendfile wins (~25 % at 128–256 KiB, ~5 % at 1 MiB) and
+# skips the copy into user space.
+SENDFILE_MIN = 64 * 1024
+
+Response = list[bytes] | FetchChunks
+
+
+def release_slices(chunks: Response | None) -> None:
+    """Unpin the file slices of a response that is not (or no longer) going to be written."""
+    if isinstance(chunks, FetchChunks):
+        for c in chunks:
+            if isinstance(c, FileSlice):
+                c.release()
+
+
+def _release_result(fut: asyncio.Future[Response | None]) -> None:
+    if fut.cancelled():
+        return
+    exc = fut.exception()
+    if exc is not None:
+        log.warning("request failed after its connection closed: %r", exc)
+        return
+    release_slices(fut.result())
 
 
 class RequestContext:
@@ -53,22 +87,31 @@ class KafkaConnection(asyncio.Protocol):
         self.max_request = broker.config.get_int("socket.request.max.bytes")
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
-        self.pending: deque[asyncio.Future[list[bytes] | None]] = deque()
+        self.pending: deque[asyncio.Future[Response | None]] = deque()
         self.closed = False
         self.write_paused = False
         self.read_paused = False
         self.fetch_sessions: dict[int, Any] = {}
+        self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.broker.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            try:
+                self.sock_fd = sock.fileno()
+            except (OSError, RuntimeError):
+                self.sock_fd = -1
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
         # In-flight handlers run to completion (a half-done controller or coordinator operation
-        # must never be cut off); their responses are dropped.
+        # must never be cut off); their responses are dropped, their file slices released.
+        for fut in self.pending:
+            fut.add_done_callback(_release_result)
         self.pending.clear()
 
     def pause_writing(self) -> None:
@@ -150,13 +193,13 @@ class KafkaConnection(asyncio.Protocol):
             chunks = result if isinstance(result, list) else \
                 encode_response(key, version, corr, result)
             if self.pending:
-                done: asyncio.Future[list[bytes] | None] = asyncio.get_running_loop().create_future()
+                done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
                 done.set_result(chunks)
                 self._enqueue(done)
             else:
                 self._respond_now(chunks)
 
-    async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> list[bytes] | None:
+    async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
         result = await aw
         if result is None:
             return None
@@ -164,7 +207,7 @@ class KafkaConnection(asyncio.Protocol):
             return result  # pre-encoded
         return encode_response(ctx.api_key, ctx.version, ctx.correlation_id, result)
 
-    def _enqueue(self, fut: asyncio.Future[list[bytes] | None]) -> None:
+    def _enqueue(self, fut: asyncio.Future[Response | None]) -> None:
         self.pending.append(fut)
         fut.add_done_callback(self._drain)
         self._update_reading()
@@ -186,6 +229,58 @@ class KafkaConnection(asyncio.Protocol):
                 self._respond_now(chunks)
         self._update_reading()
 
-    def _respond_now(self, chunks: list[bytes]) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.writelines(chunks)
+    def _respond_now(self, chunks: Response) -> None:
+        tr = self.transport
+        if tr is None or self.closed:
+            release_slices(chunks)
+        elif isinstance(chunks, FetchChunks):
+            self._write_with_slices(tr, chunks)
+        else:
+            tr.writelines(chunks)
+
+    def _write_with_slices(self, tr: asyncio.Transport, chunks: FetchChunks) -> None:
+        """Write chunks in order: bytes (and small slices, pread) coalesced into writelines calls,
+        large slices with sendfile when nothing is queued before them."""
+        run: list[bytes] = []
+        try:
+            for c in chunks:
+                if isinstance(c, bytes):
+                    run.append(c)
+                    continue
+                if not isinstance(c, FileSlice):
+                    raise TypeError(f"unexpected response chunk {c!r}")
+                if c.length >= SENDFILE_MIN and self.sock_fd >= 0:
+                    if run:
+                        tr.writelines(run)
+                        run = []
+                    # is_closing: once the transport closes, its fd may be closed and reused
+                    if tr.get_write_buffer_size() == 0 and not tr.is_closing():
+                        sent = self._sendfile(c)
+                        if sent < c.length:
+                            run.append(c.read(sent))
+                    else:
+                        run.append(c.read())
+                else:
+                    run.append(c.read())
+                c.release()
+            if run:
+                tr.writelines(run)
+        except (OSError, EOFError, ValueError, TypeError, RuntimeError) as e:
+            # part of the frame may be out already: the connection cannot continue
+            log.warning("closing connection: writing a fetch response failed: %r", e)
+            self.close()
+        finally:
+            release_slices(chunks)
+
+    def _sendfile(self, sl: FileSlice) -> int:
+        """Send the slice with os.sendfile until done or the socket would block; bytes sent."""
+        sent = 0
+        while sent < sl.length:
+            try:
+                n = os.sendfile(self.sock_fd, sl.fd, sl.position + sent, sl.length - sent)
+            except BlockingIOError:
+                break
+            if n == 0:
+                raise EOFError(f"{sl!r} reaches past the end of its file")
+            sent += n
+        return sent

@@ -21,6 +21,7 @@ from pathlib import Path
 from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
 from samsa.protocol.records import control_marker, decode_batch, encode_control_batch
 
+from .file_slice import FileSlice
 from .producer_state import ProducerStateManager
 from .segment import Segment, segment_name
 
@@ -447,11 +448,27 @@ class PartitionLog:
     def read(self, offset: int, max_bytes: int, whole_first: bool = True,
              upper: int | None = None) -> bytes:
         """Record bytes from `offset` (raises OffsetOutOfRange). Empty at the end of the log."""
+        found = self._locate(offset, max_bytes, whole_first, upper)
+        if found is None:
+            return b""
+        seg, pos, n = found
+        return os.pread(seg.fd, n, pos)
+
+    def read_slice(self, offset: int, max_bytes: int, whole_first: bool = True,
+                   upper: int | None = None) -> FileSlice | None:
+        """What `read` would return, as a file slice (pinning its segment) for sendfile; None
+        when empty. The caller must release() it (sending does)."""
+        found = self._locate(offset, max_bytes, whole_first, upper)
+        return None if found is None else FileSlice(*found)
+
+    def _locate(self, offset: int, max_bytes: int, whole_first: bool,
+                upper: int | None) -> tuple[Segment, int, int] | None:
+        """(segment, position, length) of the bytes to serve from `offset`, or None."""
         end = self.high_watermark if upper is None else upper
         if offset < self.log_start_offset or offset > self.end_offset:
             raise OffsetOutOfRange(offset)
         if offset >= end:
-            return b""
+            return None
         i = self._segment_index(offset)
         while i < len(self.segments):
             seg = self.segments[i]
@@ -461,12 +478,13 @@ class PartitionLog:
                     stop = seg.position_of(end)
                     if stop is not None:
                         if stop <= pos:
-                            return b""
+                            return None
                         max_bytes = min(max_bytes, stop - pos)
                         whole_first = whole_first and stop - pos >= 61
-                return seg.read(pos, max_bytes, whole_first)
+                n = seg.extent(pos, max_bytes, whole_first)
+                return (seg, pos, n) if n > 0 else None
             i += 1
-        return b""
+        return None
 
     def offset_for_timestamp(self, ts: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ts, or None."""

@@ -22,6 +22,7 @@ _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
 _PREFIX = struct.Struct(">qi")
 _BASE_AND_TS = struct.Struct(">q")
+_I32 = struct.Struct(">i")
 
 
 def segment_name(base: int) -> str:
@@ -52,6 +53,9 @@ class Segment:
         self.first_timestamp: int | None = None
         self._idx_fd = -1
         self._tidx_fd = -1
+        # file slices (storage.file_slice) still to be sent: close() keeps the log fd open for them
+        self._refs = 0
+        self._orphan_fd = -1
 
     # ---- index files -------------------------------------------------------------------
     def _open_indexes(self, truncate: bool) -> None:
@@ -184,23 +188,43 @@ class Segment:
         i = bisect_right(self.idx_off, offset) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
         while pos < self.size:
-            base, length = _PREFIX.unpack(os.pread(self.fd, 12, pos))
-            last_delta = struct.unpack(">i", os.pread(self.fd, 4, pos + 23))[0]
-            if base + last_delta >= offset:
+            head = os.pread(self.fd, 27, pos)  # base offset, length … last offset delta
+            base, length = _PREFIX.unpack_from(head)
+            if base + _I32.unpack_from(head, 23)[0] >= offset:
                 return pos
             pos += length + LOG_OVERHEAD
         return None
 
-    def read(self, pos: int, max_bytes: int, whole_first: bool) -> bytes:
-        """Bytes from pos; at least the whole first batch when whole_first (KIP-74)."""
+    def extent(self, pos: int, max_bytes: int, whole_first: bool) -> int:
+        """How many bytes from pos to serve: at most max_bytes, but the whole first batch when
+        whole_first (KIP-74); 0 when the first batch does not fit."""
         n = min(max_bytes, self.size - pos)
-        length = struct.unpack(">i", os.pread(self.fd, 4, pos + 8))[0]
+        length = _I32.unpack(os.pread(self.fd, 4, pos + 8))[0]
         first = min(length + LOG_OVERHEAD, self.size - pos)
         if whole_first:
-            n = max(n, first)
-        elif n < first:
-            return b""
+            return max(n, first, 0)
+        return n if n >= first else 0
+
+    def read(self, pos: int, max_bytes: int, whole_first: bool) -> bytes:
+        """Bytes from pos; at least the whole first batch when whole_first (KIP-74)."""
+        n = self.extent(pos, max_bytes, whole_first)
         return os.pread(self.fd, n, pos) if n > 0 else b""
+
+    # ---- file slices ---------------------------------------------------------------------
+    def acquire(self) -> int:
+        """Pin the log fd for a file slice (released by `release`); returns the fd."""
+        if self.fd < 0:
+            raise ValueError(f"segment {self.log_path} is closed")
+        self._refs += 1
+        return self.fd
+
+    def release(self) -> None:
+        """Unpin; the last release after close() closes the log fd (the file may be unlinked
+        by then: the fd still reads the original bytes)."""
+        self._refs -= 1
+        if self._refs == 0 and self._orphan_fd >= 0:
+            os.close(self._orphan_fd)
+            self._orphan_fd = -1
 
     def batches_from(self, pos: int) -> list[tuple[int, bytes]]:
         """Headers (position, 61 bytes) from pos to the end: for timestamp lookups."""
@@ -230,6 +254,11 @@ class Segment:
             os.fsync(self._tidx_fd)
 
     def close(self) -> None:
+        """Close the files; the log fd stays open while file slices hold it, so a slice queued
+        for sending can never read a closed (or reused) descriptor."""
+        if self.fd >= 0 and self._refs > 0:
+            self._orphan_fd = self.fd
+            self.fd = -1
         for fd in (self.fd, self._idx_fd, self._tidx_fd):
             if fd >= 0:
                 os.close(fd)

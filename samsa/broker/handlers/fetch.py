@@ -1,6 +1,11 @@
 """Fetch: byte ranges of segment files up to the high watermark, long-polling until min_bytes are
 available or max_wait passes. Waits are woken by appends (PartitionLog.waiters), never by sleeps.
 
+Record data travels as file slices (storage.file_slice) through the hand-written encoder
+(protocol.fetch_response); the server sends large slices with sendfile. A partition already at its
+bound (high watermark, or last stable offset for read_committed) is answered without touching its
+files, so a long-poll's wake-ups cost little per idle partition.
+
 Incremental fetch sessions (KIP-227) are kept in broker.fetch_sessions (see fetch_sessions.py).
 """
 
@@ -18,11 +23,15 @@ from samsa.broker.fetch_sessions import (
     PartitionState,
 )
 from samsa.protocol.errors import Err
+from samsa.protocol.fetch_response import FetchChunks, FetchPartition, encode_fetch_response
+from samsa.storage.file_slice import FileSlice
 from samsa.storage.log import OffsetOutOfRange, PartitionLog
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
+
+_Topic = tuple[Any, list[FetchPartition]]  # (topic name, or topic id from v13; its partitions)
 
 
 def _resolve(broker: Broker, ctx: RequestContext, ft: Any) -> tuple[str | None, Any]:
@@ -34,57 +43,70 @@ def _resolve(broker: Broker, ctx: RequestContext, ft: Any) -> tuple[str | None, 
 
 
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
-              plan: list[tuple[Any, str | None, list[Any]]]) -> tuple[list[dict[str, Any]], int, bool,
+              plan: list[tuple[Any, str | None, list[Any]]]) -> tuple[list[_Topic], int, bool,
                                                                      list[PartitionLog]]:
+    """One pass over the plan: file slices (not bytes) for the record data."""
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     total = 0
     errors = False
     read_committed = req.isolation_level == 1
+    unknown = Err.UNKNOWN_TOPIC_ID if ctx.version >= 13 else Err.UNKNOWN_TOPIC_OR_PARTITION
     logs: list[PartitionLog] = []
-    responses = []
+    responses: list[_Topic] = []
     for key, name, parts in plan:
         out = []
         for fp in parts:
             idx = fp.partition
             lg = broker.partition_log(name, idx) if name is not None else None
             if lg is None:
-                code = Err.UNKNOWN_TOPIC_ID if ctx.version >= 13 else Err.UNKNOWN_TOPIC_OR_PARTITION
-                out.append({"partition_index": idx, "error_code": code, "high_watermark": -1,
-                            "last_stable_offset": -1, "log_start_offset": -1, "records": b""})
+                out.append(FetchPartition(idx, unknown, -1, -1, -1, None, b""))
                 errors = True
                 continue
             logs.append(lg)
             hw = lg.high_watermark
             lso = lg.last_stable_offset
-            entry = {"partition_index": idx, "error_code": 0, "high_watermark": hw,
-                     "last_stable_offset": lso, "log_start_offset": lg.log_start_offset,
-                     "aborted_transactions": None, "preferred_read_replica": -1,
-                     "records": b""}
+            start = lg.log_start_offset
+            offset = fp.fetch_offset
+            if offset == (lso if read_committed else hw) and offset >= start:
+                # caught up (the usual long-poll wake-up): nothing to read, no file access
+                out.append(FetchPartition(idx, 0, hw, lso, start, [] if read_committed else None,
+                                          b""))
+                continue
+            aborted = None
             if read_committed:
-                entry["aborted_transactions"] = [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                    for a in lg.producers.aborted_between(fp.fetch_offset, lso)]
-            try:
-                limit = min(fp.partition_max_bytes, remaining)
-                data = lg.read(fp.fetch_offset, limit, whole_first=(total == 0),
-                               upper=lso if read_committed else None) \
-                    if limit > 0 or total == 0 else b""
-            except OffsetOutOfRange:
-                entry["error_code"] = Err.OFFSET_OUT_OF_RANGE
-                errors = True
-                data = b""
-            entry["records"] = data
-            total += len(data)
-            remaining -= len(data)
-            out.append(entry)
-        responses.append({"topic": key, "topic_id": key, "partitions": out})
+                aborted = [(a.producer_id, a.first_offset)
+                           for a in lg.producers.aborted_between(offset, lso)]
+            error = 0
+            records: FileSlice | bytes = b""
+            limit = min(fp.partition_max_bytes, remaining)
+            if limit > 0 or total == 0:
+                try:
+                    found = lg.read_slice(offset, limit, whole_first=(total == 0),
+                                          upper=lso if read_committed else None)
+                except OffsetOutOfRange:
+                    error = Err.OFFSET_OUT_OF_RANGE
+                    errors = True
+                    found = None
+                if found is not None:
+                    records = found
+                    total += found.length
+                    remaining -= found.length
+            out.append(FetchPartition(idx, error, hw, lso, start, aborted, records))
+        responses.append((key, out))
     return responses, total, errors, logs
 
 
-async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def _release(responses: list[_Topic]) -> None:
+    """Unpin the file slices of a response that will not be sent."""
+    for _key, parts in responses:
+        for p in parts:
+            if isinstance(p.records, FileSlice):
+                p.records.release()
+
+
+async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
     session_id = getattr(req, "session_id", 0)
     epoch = getattr(req, "session_epoch", FINAL_EPOCH)
-    base: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "session_id": 0}
     cache = broker.fetch_sessions
     session: FetchSession | None = None
     if ctx.version >= 7 and getattr(req.replica_state if ctx.version >= 15 else req, "replica_id",
@@ -97,15 +119,15 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
         else:
             session = cache.get(session_id)
             if session is None:
-                return {**base, "error_code": Err.FETCH_SESSION_ID_NOT_FOUND, "responses": []}
+                return encode_fetch_response(ctx.version, ctx.correlation_id, [],
+                                             error_code=Err.FETCH_SESSION_ID_NOT_FOUND)
             if epoch != session.epoch:
-                return {**base, "error_code": Err.INVALID_FETCH_SESSION_EPOCH, "responses": []}
+                return encode_fetch_response(ctx.version, ctx.correlation_id, [],
+                                             error_code=Err.INVALID_FETCH_SESSION_EPOCH)
     incremental = session is not None and session_id != INVALID_SESSION_ID
     plan = _plan(broker, ctx, req, session)
-    if session is not None:
-        if incremental:  # a new session already expects epoch 1
-            session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
-        base["session_id"] = session.id
+    if session is not None and incremental:  # a new session already expects epoch 1
+        session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
     max_wait_ms = req.max_wait.total_seconds() * 1000
     deadline = time.monotonic() + max_wait_ms / 1000
     loop = asyncio.get_running_loop()
@@ -115,14 +137,26 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
         if total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed:
             if session is not None:
                 responses = _session_filter(session, responses, incremental)
-            return {**base, "responses": responses}
-        waiters = [lg.wait_for_data(loop) for lg in logs]
-        done, pending = await asyncio.wait(waiters, timeout=left,
-                                           return_when=asyncio.FIRST_COMPLETED)
-        for w in pending:
-            w.cancel()
+            return encode_fetch_response(ctx.version, ctx.correlation_id, responses,
+                                         session_id=session.id if session is not None else 0)
+        _release(responses)  # re-read after the wait: the data may have grown
+        # one future for all partitions (an append to any of them, or the deadline, resolves it)
+        wake: asyncio.Future[None] = loop.create_future()
         for lg in logs:
-            lg.waiters = [w for w in lg.waiters if not w.done()]
+            lg.waiters.append(wake)
+        timer = loop.call_later(left, _resolve_wake, wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            for lg in logs:
+                if wake in lg.waiters:
+                    lg.waiters = [w for w in lg.waiters if not w.done()]
+
+
+def _resolve_wake(wake: asyncio.Future[None]) -> None:
+    if not wake.done():
+        wake.set_result(None)
 
 
 def _plan(broker: Broker, ctx: RequestContext, req: Any,
@@ -158,21 +192,22 @@ def _plan(broker: Broker, ctx: RequestContext, req: Any,
     return plan
 
 
-def _session_filter(session: FetchSession, responses: list[dict[str, Any]],
-                    incremental: bool) -> list[dict[str, Any]]:
+def _session_filter(session: FetchSession, responses: list[_Topic],
+                    incremental: bool) -> list[_Topic]:
     out = []
-    for topic in responses:
-        key = topic["topic_id"]
+    for key, parts in responses:
         keep = []
-        for p in topic["partitions"]:
-            st = session.partitions.get((key, p["partition_index"]))
-            news = (not incremental or p["records"] or p["error_code"] != 0 or st is None
-                    or st.last_hw != p["high_watermark"]
-                    or st.last_log_start != p["log_start_offset"])
+        for p in parts:
+            st = session.partitions.get((key, p.index))
+            news = (not incremental or p.records_size > 0 or p.error_code != 0 or st is None
+                    or st.last_hw != p.high_watermark
+                    or st.last_log_start != p.log_start_offset)
             if st is not None:
-                st.last_hw, st.last_log_start = p["high_watermark"], p["log_start_offset"]
+                st.last_hw, st.last_log_start = p.high_watermark, p.log_start_offset
             if news:
                 keep.append(p)
+            elif isinstance(p.records, FileSlice):
+                p.records.release()
         if keep:
-            out.append({**topic, "partitions": keep})
+            out.append((key, keep))
     return out
