@@ -93,6 +93,7 @@ class KafkaConnection(asyncio.Protocol):
         self.read_paused = False
         self.fetch_sessions: dict[int, Any] = {}
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
+        self._out: list[bytes] | None = None  # responses held for one write (data_received)
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -137,7 +138,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        self._process()
+        # Responses answered while this read's frames are processed (e.g. several pipelined
+        # produce requests) leave in one write instead of one syscall each.
+        self._out = []
+        try:
+            self._process()
+        finally:
+            out, self._out = self._out, None
+            if out and self.transport is not None and not self.closed:
+                self.transport.writelines(out)
 
     def _process(self) -> None:
         buf = self.buf
@@ -155,9 +164,12 @@ class KafkaConnection(asyncio.Protocol):
             self._handle(frame)
 
     def close(self) -> None:
-        self.closed = True
-        if self.transport is not None:
+        if self.transport is not None and not self.closed:
+            if self._out:  # answers to the requests before the bad one still go out
+                self.transport.writelines(self._out)
+                self._out.clear()
             self.transport.close()
+        self.closed = True
 
     # ---- dispatch ----------------------------------------------------------------------
     def _handle(self, frame: bytes) -> None:
@@ -233,7 +245,15 @@ class KafkaConnection(asyncio.Protocol):
         tr = self.transport
         if tr is None or self.closed:
             release_slices(chunks)
-        elif isinstance(chunks, FetchChunks):
+            return
+        out = self._out
+        if out is not None and not isinstance(chunks, FetchChunks):
+            out.extend(chunks)
+            return
+        if out:  # keep the order: what is held goes first
+            tr.writelines(out)
+            out.clear()
+        if isinstance(chunks, FetchChunks):
             self._write_with_slices(tr, chunks)
         else:
             tr.writelines(chunks)

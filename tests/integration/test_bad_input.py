@@ -83,6 +83,22 @@ def test_malformed_frames_close_the_connection(samsa_broker: SamsaBroker, frame:
     assert len(_all_good(samsa_broker.bootstrap, topic)) >= 100
 
 
+def test_pipelined_requests_are_answered_before_a_bad_frame_closes(samsa_broker: SamsaBroker,
+                                                                    topic: str) -> None:
+    """Several frames in one TCP segment: the good ones ahead of the bad one are answered (in
+    order), then the connection closes."""
+    w = Wire(samsa_broker.bootstrap)
+    good = [w.encode(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+            for _ in range(3)]
+    bad = struct.pack(">ihhih", 10, 999, 0, 1, -1)
+    w.send_raw(b"".join(good) + bad)
+    corrs = [struct.unpack_from(">i", w.recv_frame(), 0)[0] for _ in good]
+    assert corrs == sorted(corrs) and len(set(corrs)) == 3
+    assert w.is_closed(), "broker kept a connection open after a malformed frame"
+    w.close()
+    assert len(_all_good(samsa_broker.bootstrap, topic)) >= 100
+
+
 def test_random_garbage_never_hurts_the_broker(samsa_broker: SamsaBroker, topic: str) -> None:
     rnd = random.Random(1234)
     for _ in range(60):
