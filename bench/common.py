@@ -256,6 +256,14 @@ def log_error_note(broker: BrokerProcess) -> str | None:
     return f"{broker.name} log has {len(errors)} error line(s); first: {errors[0][:300]!r}"
 
 
+def steal_seconds() -> float:
+    """CPU time the hypervisor gave to other guests (all CPUs, /proc/stat): on a shared host the
+    main source of run-to-run noise, so the reports show it next to each measurement."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / CLK_TCK if len(fields) > 8 else 0.0
+
+
 # --------------------------------------------------------------------------------------------
 # Report
 
