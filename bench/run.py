@@ -416,7 +416,8 @@ def render(samsa: BrokerResults, tansu: BrokerResults, args: argparse.Namespace,
     out.append(f"- Both brokers run side by side on 127.0.0.1 for the whole run. Every cell is run "
                f"{repeats}× per broker, alternating which broker goes first; tables show the "
                "median run, the ratio column the ratio of medians and, in brackets, the ratios "
-               "of the individual runs.")
+               "of the individual runs. Before the first cell each broker gets one unrecorded "
+               "warm-up run.")
     out.append(f"- Throughput clients: {args.clients} confluent-kafka processes "
                "(one Python process tops out near 1M msg/s of 100 B, which would make "
                "the client the bottleneck for both brokers). Produce: the processes share the "
@@ -572,6 +573,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 side.start()
         live = [s for s in sides if s.res.start_error is None]
+        # One unrecorded run per broker first: imports, caches and connections warm up outside
+        # the measurements (otherwise the first cell's first broker pays for them).
+        warm = grid()[0]
+        for side in live:
+            run_cell(side, pool, warm, counts[warm.size] // 4, f"{run_id}-warmup")
+            side.res.cells.pop(warm, None)
         for cell in grid():
             for rep in range(repeats):
                 for side in (live if rep % 2 == 0 else live[::-1]):
