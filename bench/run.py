@@ -69,7 +69,7 @@ COMPRESSIONS = ("none", "lz4")
 # Messages per grid cell and run: sized so a run takes a few seconds with two client processes.
 FULL_COUNTS = {100: 2_000_000, 1024: 500_000}
 QUICK_COUNTS = {100: 200_000, 1024: 50_000}
-FULL_REPEATS = 3   # runs per cell and broker, alternating which broker goes first; median reported
+FULL_REPEATS = 5   # runs per cell and broker, alternating which broker goes first; median reported
 QUICK_REPEATS = 1
 CLIENTS = 2        # client processes per cell (producers, then consumers)
 
