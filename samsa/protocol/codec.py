@@ -22,6 +22,21 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 _I32 = struct.Struct(">i")
 
 
+_SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
+
+
+def uvarint(n: int) -> bytes:
+    """Unsigned varint (compact lengths and counts) for the hand-written response encoders."""
+    if n < 0x80:
+        return _SMALL_UVARINTS[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 class Chunks(list[bytes]):
     """Collects a kio writer's output as a list of chunks (records bytes pass through uncopied)."""
 

@@ -14,6 +14,8 @@ import struct
 import uuid
 from typing import Protocol
 
+from samsa.protocol.codec import uvarint as _uvarint
+
 _I32 = struct.Struct(">i")
 _I16_I32 = struct.Struct(">hi")
 _PART_V4 = struct.Struct(">ihqq")     # partition index, error, high watermark, last stable offset
@@ -62,17 +64,6 @@ class FetchPartition:
         if r is None:
             return 0
         return len(r) if isinstance(r, bytes) else r.length
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_fetch_response(version: int, correlation_id: int,

@@ -6,24 +6,12 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from samsa.protocol.codec import uvarint as _uvarint
+
 _I32 = struct.Struct(">i")
 _PART_V3 = struct.Struct(">ihqq")       # index, error, base offset, log append time
 _PART_V5 = struct.Struct(">ihqqq")      # + log start offset
 _CORR = struct.Struct(">i")
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [bytes([i]) for i in range(0x80)]
 
 
 def _nullable_str(s: str | None, flexible: bool) -> bytes:
