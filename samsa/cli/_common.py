@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message
 from confluent_kafka.admin import AdminClient, ClusterMetadata
+
+T = TypeVar("T")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "SAMSA_BOOTSTRAP_SERVER"
@@ -52,6 +54,19 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value
+
+
+def comma_names(text: str, by_name: Mapping[str, T], what: str, choices: str) -> list[T]:
+    """Comma-separated names (any case) looked up in `by_name` (lower-case keys), for argparse
+    types; an unknown name is an ArgumentTypeError listing `choices`."""
+    out: list[T] = []
+    for part in text.split(","):
+        value = by_name.get(part.strip().lower())
+        if value is None:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {part.strip()!r} (choose from {choices})")
+        out.append(value)
+    return out
 
 
 def base_config(bootstrap: str) -> dict[str, Any]:

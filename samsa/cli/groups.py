@@ -26,6 +26,7 @@ from ._common import (
     CliError,
     UsageError,
     add_bootstrap,
+    comma_names,
     connect_admin,
     error_of,
     guarded,
@@ -58,27 +59,13 @@ TP = tuple[str, int]
 def group_states(text: str) -> list[ConsumerGroupState]:
     """argparse type for --state: one or more comma-separated state names (any case)."""
     by_name = {name.lower(): state for state, name in STATE_NAMES.items()}
-    out: list[ConsumerGroupState] = []
-    for part in text.split(","):
-        state = by_name.get(part.strip().lower())
-        if state is None:
-            raise argparse.ArgumentTypeError(
-                f"unknown group state {part.strip()!r} (choose from {', '.join(STATE_NAMES.values())})")
-        out.append(state)
-    return out
+    return comma_names(text, by_name, "group state", ", ".join(STATE_NAMES.values()))
 
 
 def group_types(text: str) -> list[ConsumerGroupType]:
     """argparse type for --type: classic or consumer (comma-separated, any case)."""
     by_name = {name.lower(): t for t, name in TYPE_NAMES.items() if t != ConsumerGroupType.UNKNOWN}
-    out: list[ConsumerGroupType] = []
-    for part in text.split(","):
-        t = by_name.get(part.strip().lower())
-        if t is None:
-            raise argparse.ArgumentTypeError(f"unknown group type {part.strip()!r} "
-                                             f"(choose from classic, consumer)")
-        out.append(t)
-    return out
+    return comma_names(text, by_name, "group type", "classic, consumer")
 
 
 def topic_partitions(text: str) -> tuple[str, list[int]]:

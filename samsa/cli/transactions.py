@@ -23,6 +23,7 @@ from ._common import (
     UsageError,
     add_bootstrap,
     base_config,
+    comma_names,
     describe_error,
     guarded,
     is_unreachable,
@@ -48,15 +49,7 @@ ONGOING = "Ongoing"
 # ---- argument types -----------------------------------------------------------------------------
 def txn_states(text: str) -> list[str]:
     """argparse type for --state: one or more comma-separated state names (any case)."""
-    by_name = {s.lower(): s for s in STATES}
-    out: list[str] = []
-    for part in text.split(","):
-        state = by_name.get(part.strip().lower())
-        if state is None:
-            raise argparse.ArgumentTypeError(
-                f"unknown transaction state {part.strip()!r} (choose from {', '.join(STATES)})")
-        out.append(state)
-    return out
+    return comma_names(text, {s.lower(): s for s in STATES}, "transaction state", ", ".join(STATES))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
