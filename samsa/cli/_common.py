@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message
@@ -67,6 +68,11 @@ def comma_names(text: str, by_name: Mapping[str, T], what: str, choices: str) ->
                 f"unknown {what} {part.strip()!r} (choose from {choices})")
         out.append(value)
     return out
+
+
+def admin_result(future: Future[Any]) -> Any:
+    """An admin future's result, waiting a little longer than the request's own timeout."""
+    return future.result(timeout=REQUEST_TIMEOUT_S + 5)
 
 
 def base_config(bootstrap: str) -> dict[str, Any]:

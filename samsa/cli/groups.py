@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,6 +25,7 @@ from ._common import (
     CliError,
     UsageError,
     add_bootstrap,
+    admin_result,
     comma_names,
     connect_admin,
     error_of,
@@ -179,9 +179,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-def _result(future: Future[Any]) -> Any:
-    return future.result(timeout=REQUEST_TIMEOUT_S + 5)
-
 
 def _flatten(values: Iterable[Sequence[Any]]) -> list[Any]:
     return list(dict.fromkeys(v for vs in values for v in vs))
@@ -225,7 +222,7 @@ def _describe_groups(admin: AdminClient, groups: list[str]
     futures = admin.describe_consumer_groups(groups, request_timeout=REQUEST_TIMEOUT_S)
     for g in groups:
         try:
-            desc = _result(futures[g])
+            desc = admin_result(futures[g])
         except KafkaException as e:
             if _code(e) == KafkaError.GROUP_ID_NOT_FOUND:
                 out[g] = None
@@ -241,7 +238,7 @@ def _committed(admin: AdminClient, group: str) -> dict[TP, int]:
     """The group's committed offsets (partitions without one are left out)."""
     req = [ConsumerGroupTopicPartitions(group)]
     try:
-        res = _result(admin.list_consumer_group_offsets(req, request_timeout=REQUEST_TIMEOUT_S)[group])
+        res = admin_result(admin.list_consumer_group_offsets(req, request_timeout=REQUEST_TIMEOUT_S)[group])
     except KafkaException as e:
         if _code(e) == KafkaError.GROUP_ID_NOT_FOUND:
             return {}
@@ -267,7 +264,7 @@ def _list_offsets(admin: AdminClient, tps: Iterable[TP], spec: OffsetSpec,
     out: dict[TP, int] = {}
     for tp, fut in admin.list_offsets(specs, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            out[(tp.topic, tp.partition)] = int(_result(fut).offset)
+            out[(tp.topic, tp.partition)] = int(admin_result(fut).offset)
         except KafkaException as e:
             if is_unreachable(e):
                 raise
@@ -287,7 +284,7 @@ def list_(args: argparse.Namespace) -> int:
         kwargs["states"] = set(states)
     if types:
         kwargs["types"] = set(types)
-    res = _result(admin.list_consumer_groups(**kwargs))
+    res = admin_result(admin.list_consumer_groups(**kwargs))
     for e in res.errors or []:
         print(f"samsa groups list: warning: {_message(e)}", file=sys.stderr)
     rows = sorted(({"group": g.group_id, "state": _state_name(getattr(g, "state", None)),
@@ -390,7 +387,7 @@ def describe(args: argparse.Namespace) -> int:
         raise UsageError("--verbose only goes with --members")
     admin, md = connect_admin(args.bootstrap_server)
     if args.all_groups:
-        listed = _result(admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
+        listed = admin_result(admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S))
         groups = sorted(g.group_id for g in listed.valid or [])
     else:
         groups = list(dict.fromkeys(args.groups))
@@ -470,7 +467,7 @@ def delete(args: argparse.Namespace) -> int:
     deleted, failed = [], []
     for g in groups:
         try:
-            _result(futures[g])
+            admin_result(futures[g])
             deleted.append(g)
         except KafkaException as e:
             failed.append((g, _message(e)))
@@ -564,7 +561,8 @@ def reset_offsets(args: argparse.Namespace) -> int:
         req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, new[(t, p)])
                                                     for t, p in tps])]
         try:
-            res = _result(admin.alter_consumer_group_offsets(req, request_timeout=REQUEST_TIMEOUT_S)[group])
+            res = admin_result(admin.alter_consumer_group_offsets(
+                req, request_timeout=REQUEST_TIMEOUT_S)[group])
         except KafkaException as e:
             if is_unreachable(e):
                 raise

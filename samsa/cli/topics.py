@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -25,6 +24,7 @@ from ._common import (
     CliError,
     UsageError,
     add_bootstrap,
+    admin_result,
     connect_admin,
     describe_error,
     error_of,
@@ -79,9 +79,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     rm.set_defaults(func=guarded("samsa topics delete", delete))
 
 
-def _result(future: Future[Any]) -> Any:
-    return future.result(timeout=REQUEST_TIMEOUT_S + 5)
-
 
 def _require_topic(md: ClusterMetadata, name: str) -> None:
     if name not in md.topics:
@@ -98,7 +95,7 @@ def create(args: argparse.Namespace) -> int:
                                          if args.replication_factor is not None else -1),
                      config=dict(args.config))
     try:
-        _result(admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[args.name])
+        admin_result(admin.create_topics([topic], request_timeout=REQUEST_TIMEOUT_S)[args.name])
     except KafkaException as e:
         err = error_of(e)
         if err is not None and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
@@ -140,7 +137,7 @@ def describe(args: argparse.Namespace) -> int:
     try:
         futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
         for name in names:
-            td = _result(futures[name])
+            td = admin_result(futures[name])
             parts = [(p.id, _node(p.leader) if p.leader is not None else "none",
                       ",".join(_node(r) for r in p.replicas), ",".join(_node(r) for r in p.isr))
                      for p in sorted(td.partitions, key=lambda p: p.id)]
@@ -158,7 +155,7 @@ def describe(args: argparse.Namespace) -> int:
     cfutures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
     configs: dict[str, list[str]] = {}
     for res, fut in cfutures.items():
-        entries: dict[str, ConfigEntry] = _result(fut)
+        entries: dict[str, ConfigEntry] = admin_result(fut)
         shown = []
         for key, e in sorted(entries.items()):
             if e.is_default or e.source in (ConfigSource.DEFAULT_CONFIG,
@@ -195,7 +192,7 @@ def _list_offsets(admin: AdminClient,
     out: dict[tuple[str, int], int] = {}
     for tp, fut in admin.list_offsets(specs, request_timeout=REQUEST_TIMEOUT_S).items():
         try:
-            out[(tp.topic, tp.partition)] = int(_result(fut).offset)
+            out[(tp.topic, tp.partition)] = int(admin_result(fut).offset)
         except KafkaException:
             pass  # shown as '?'
     return out
@@ -216,7 +213,7 @@ def alter(args: argparse.Namespace) -> int:
         try:
             for fut in admin.incremental_alter_configs(
                     [res], request_timeout=REQUEST_TIMEOUT_S).values():
-                _result(fut)
+                admin_result(fut)
         except KafkaException as e:
             raise CliError(f"cannot alter configs of {args.name!r}: {describe_error(e)}") from None
         done += [f"set {k}={v}" for k, v in args.config]
@@ -224,7 +221,7 @@ def alter(args: argparse.Namespace) -> int:
     if args.partitions is not None:
         before = len(md.topics[args.name].partitions)
         try:
-            _result(admin.create_partitions([NewPartitions(args.name, args.partitions)],
+            admin_result(admin.create_partitions([NewPartitions(args.name, args.partitions)],
                                             request_timeout=REQUEST_TIMEOUT_S)[args.name])
         except KafkaException as e:
             raise CliError(f"cannot change partitions of {args.name!r}: "
@@ -241,7 +238,7 @@ def delete(args: argparse.Namespace) -> int:
             return 0
         raise unknown_topic(args.name)
     try:
-        _result(admin.delete_topics([args.name], request_timeout=REQUEST_TIMEOUT_S)[args.name])
+        admin_result(admin.delete_topics([args.name], request_timeout=REQUEST_TIMEOUT_S)[args.name])
     except KafkaException as e:
         err = error_of(e)
         if err is not None and err.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
