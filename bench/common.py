@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import confluent_kafka
@@ -224,15 +223,6 @@ def delete_topic(admin: AdminClient, topic: str) -> str | None:
         return None
     except Exception as e:  # noqa: BLE001 - only a note; the benchmark goes on
         return f"delete {topic}: {short_error(e)}"
-
-
-@contextlib.contextmanager
-def running(broker: BrokerProcess) -> Iterator[BrokerProcess]:
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def ensure_alive(broker: BrokerProcess, notes: list[str]) -> None:

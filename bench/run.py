@@ -589,9 +589,8 @@ def main(argv: list[str] | None = None) -> int:
                     run_latency(side, parts, lat_seconds, f"{run_id}-{rep}")
     finally:
         pool.close()
-        for side in sides:
-            if side.res.start_error is None:
-                side.finish()
+        for side in sides:  # also a side not run or not started: its work dir goes too
+            side.finish()
     report = render(sides[0].res, sides[1].res, args, counts, repeats, lat_seconds, lat_runs,
                     started, time.monotonic() - t0)
     write_report(report, args.out)

@@ -405,11 +405,6 @@ class PartitionLog:
                     w.set_result(None)
             self.waiters = []
 
-    def wait_for_data(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = loop.create_future()
-        self.waiters.append(fut)
-        return fut
-
     # ---- durability ----------------------------------------------------------------------
     @property
     def flush_due(self) -> bool:
