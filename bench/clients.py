@@ -24,10 +24,11 @@ from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
+from common import QUIET
+
 CHUNK = 1_000
 TASK_TIMEOUT = 180.0   # one task (produce or consume share), flush included
 STALL_TIMEOUT = 20.0   # consumer: no progress for this long -> give up
-QUIET = {"log_level": 3}
 
 
 @dataclass(frozen=True)
@@ -164,9 +165,6 @@ def _consume(task: Task, go: Connection) -> Outcome:
 
 def worker_main(conn: Connection) -> None:
     """Serve tasks until told to stop ("stop" or a closed pipe)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     while True:
         try:
             task = conn.recv()
