@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import cleaner_job
+from . import cleaner_job, fsio
 from .cleaner_job import (
     CleaningAborted,
     CleanJob,
@@ -305,9 +305,7 @@ class LogCleaner:
         entries = self.checkpoints.get(d, {})
         text = f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in
                                                  sorted(entries.items()))
-        tmp = d / (CHECKPOINT + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, d / CHECKPOINT)
+        fsio.replace_file(d / CHECKPOINT, text.encode(), sync=False)
 
     def checkpoint(self, lg: PartitionLog) -> int | None:
         return self.checkpoints.get(lg.dir.parent, {}).get((lg.topic, lg.partition))
@@ -564,4 +562,4 @@ class LogCleaner:
 
 def _remove_cleaned(directory: Path, base: int) -> None:
     for ext in (".log", ".index", ".timeindex"):
-        (directory / f"{segment_name(base)}{ext}{CLEANED}").unlink(missing_ok=True)
+        fsio.unlink(directory / f"{segment_name(base)}{ext}{CLEANED}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
 from samsa.protocol.records import control_marker, decode_batch, encode_control_batch
 
+from . import fsio
 from .file_slice import FileSlice
 from .producer_state import ProducerStateManager
 from .segment import Segment, segment_name
@@ -41,11 +42,7 @@ def swap_name(first_base: int, next_base: int) -> str:
 
 
 def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsio.fsync_dir(directory)
 
 
 def _segment_files(directory: Path) -> list[tuple[int, Path]]:
@@ -141,7 +138,7 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, topic: str, partition: int, config: LogConfig,
              clean: bool) -> PartitionLog:
-        directory.mkdir(parents=True, exist_ok=True)
+        fsio.makedirs(directory)
         log = cls(directory, topic, partition, config)
         log._load(clean)
         return log
@@ -153,7 +150,7 @@ class PartitionLog:
             self.log_start_offset = meta.get("log_start_offset", 0)
             self.recovery_point = meta.get("recovery_point", 0)
         for p in self.dir.glob("*" + CLEANED):
-            p.unlink()
+            fsio.unlink(p)
         for p in sorted(self.dir.glob("*" + SWAP)):
             self._finish_swap(p)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
@@ -211,8 +208,8 @@ class PartitionLog:
         first, nxt = int(first_s), int(next_s)
         for base, p in _segment_files(self.dir):
             if first <= base < nxt:
-                p.unlink()
-        os.replace(swap, self.dir / f"{segment_name(first)}.log")
+                fsio.unlink(p)
+        fsio.replace(swap, self.dir / f"{segment_name(first)}.log")
         log.info("%s: completed an interrupted swap of cleaned segment %d (replacing [%d, %d))",
                  self.dir.name, first, first, nxt)
 
@@ -233,20 +230,20 @@ class PartitionLog:
         if (self.deleted or first < 0 or end >= len(self.segments)
                 or any(a is not b for a, b in zip(self.segments[first:end], old, strict=True))):
             for p in cleaned:
-                p.unlink(missing_ok=True)
+                fsio.unlink(p)
             return False
         next_base = self.segments[end].base
         swap = self.dir / swap_name(old[0].base, next_base)
-        os.rename(cleaned[0], swap)
+        fsio.rename(cleaned[0], swap)
         _step("swap-named")
         for seg in old:
             seg.delete() if seg.base != old[0].base else seg.close()
         _step("old-deleted")
         base_stem = self.dir / segment_name(old[0].base)
-        os.replace(cleaned[1], base_stem.with_suffix(".index"))
-        os.replace(cleaned[2], base_stem.with_suffix(".timeindex"))
+        fsio.replace(cleaned[1], base_stem.with_suffix(".index"))
+        fsio.replace(cleaned[2], base_stem.with_suffix(".timeindex"))
         _step("indexes-renamed")
-        os.replace(swap, base_stem.with_suffix(".log"))
+        fsio.replace(swap, base_stem.with_suffix(".log"))
         _step("done")
         seg = Segment(self.dir, old[0].base, self.config.index_interval)
         if not seg.load_indexes():
@@ -256,10 +253,9 @@ class PartitionLog:
         return True
 
     def _write_meta(self) -> None:
-        tmp = self.dir / (META + ".tmp")
-        tmp.write_text(json.dumps({"log_start_offset": self.log_start_offset,
-                                   "recovery_point": self.recovery_point}))
-        os.replace(tmp, self.dir / META)
+        fsio.replace_file(self.dir / META, json.dumps({
+            "log_start_offset": self.log_start_offset,
+            "recovery_point": self.recovery_point}).encode(), sync=False)
 
     def close(self, clean: bool = True) -> None:
         if clean:

@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from . import fsio
 from .cleaner import CleanerConfig, LogCleaner
 from .log import LogConfig, PartitionLog
 
@@ -37,7 +38,7 @@ class LogManager:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_MARKER
             if marker.exists():
-                marker.unlink()
+                fsio.unlink(marker)
             elif any(d.iterdir()):
                 clean = False
         self.clean_start = clean
@@ -138,4 +139,4 @@ class LogManager:
         for lg in self.logs.values():
             lg.close(clean=True)
         for d in self.log_dirs:
-            (d / CLEAN_MARKER).touch()
+            fsio.write_file(d / CLEAN_MARKER, b"", sync=False)

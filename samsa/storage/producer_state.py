@@ -12,7 +12,6 @@ batch headers after it, so it survives `kill -9`.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from bisect import bisect_left
 from collections import deque
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader
+
+from . import fsio
 
 INVALID_PRODUCER_EPOCH = 47
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -164,9 +165,8 @@ class ProducerStateManager:
         if len(self.aborted) > 1 and self.aborted[-2].last_offset > a.last_offset:
             self.aborted.sort(key=lambda x: x.last_offset)
         if persist:
-            with open(self._index_path, "ab") as f:
-                f.write(_TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset,
-                                        a.last_stable_offset))
+            fsio.append_file(self._index_path, _TXN_ENTRY.pack(
+                a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset))
 
     def load_aborted_index(self, end_offset: int) -> None:
         """Read the index, dropping entries past the (possibly truncated) end of the log."""
@@ -202,10 +202,9 @@ class ProducerStateManager:
             self._rewrite_index()
 
     def _rewrite_index(self) -> None:
-        tmp = self._index_path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(_TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset,
-                                                 a.last_stable_offset) for a in self.aborted))
-        os.replace(tmp, self._index_path)
+        fsio.replace_file(self._index_path, b"".join(
+            _TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+            for a in self.aborted), sync=False)
 
     # ---- snapshots ------------------------------------------------------------------------
     def snapshot(self, offset: int) -> None:
@@ -216,18 +215,16 @@ class ProducerStateManager:
              "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset]
                          for b in e.batches]} for e in self.producers.values()]}
         path = self.dir / f"{offset:020d}.snapshot"
-        tmp = path.with_suffix(".snapshot.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        fsio.replace_file(path, json.dumps(data).encode(), sync=False)
         for old in sorted(self.dir.glob("*.snapshot"))[:-2]:
-            old.unlink(missing_ok=True)
+            fsio.unlink(old)
 
     def load_snapshot(self, end_offset: int) -> int:
         """Load the newest snapshot at or below end_offset; returns the offset to replay from."""
         for path in sorted(self.dir.glob("*.snapshot"), reverse=True):
             off = int(path.name.split(".")[0])
             if off > end_offset:
-                path.unlink(missing_ok=True)  # beyond a truncated tail
+                fsio.unlink(path)  # beyond a truncated tail
                 continue
             try:
                 data = json.loads(path.read_text())

@@ -18,6 +18,8 @@ import crc32c
 
 from samsa.protocol.batch import ATTR_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
 
+from . import fsio
+
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
 _PREFIX = struct.Struct(">qi")
@@ -39,7 +41,7 @@ class Segment:
         self.log_path = Path(stem + ".log" + suffix)
         self.index_path = Path(stem + ".index" + suffix)
         self.tindex_path = Path(stem + ".timeindex" + suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fd = fsio.open_fd(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.idx_off = array("q")
         self.idx_pos = array("q")
@@ -60,8 +62,8 @@ class Segment:
     # ---- index files -------------------------------------------------------------------
     def _open_indexes(self, truncate: bool) -> None:
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._idx_fd = os.open(self.index_path, flags, 0o644)
-        self._tidx_fd = os.open(self.tindex_path, flags, 0o644)
+        self._idx_fd = fsio.open_fd(self.index_path, flags, 0o644)
+        self._tidx_fd = fsio.open_fd(self.tindex_path, flags, 0o644)
 
     def load_indexes(self) -> bool:
         """Load index files written before a clean shutdown. False if they look unusable."""
@@ -102,7 +104,7 @@ class Segment:
         valid_end = self._scan(0, validate=validate, rebuild=True)
         cut = self.size - valid_end
         if cut:
-            os.ftruncate(self.fd, valid_end)
+            fsio.ftruncate(self.fd, valid_end)
             self.size = valid_end
         return cut
 
@@ -149,21 +151,21 @@ class Segment:
         if not self.idx_pos or self.bytes_since_index >= self.index_interval:
             self.idx_off.append(base)
             self.idx_pos.append(pos)
-            os.write(self._idx_fd, _IDX.pack(base - self.base, pos))
+            fsio.write(self._idx_fd, _IDX.pack(base - self.base, pos))
             self.bytes_since_index = 0
             new_max = max(max_ts, self.max_timestamp)
             if not self.t_ts or new_max > self.t_ts[-1]:
                 off = last if max_ts >= self.max_timestamp else self.max_timestamp_offset
                 self.t_ts.append(new_max)
                 self.t_off.append(off)
-                os.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
+                fsio.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
         self.bytes_since_index += size
         self._note(last, max_ts)
 
     # ---- append / read -----------------------------------------------------------------
     def append(self, data: bytes | bytearray, base: int, last: int, max_ts: int) -> None:
         pos = self.size
-        n = os.write(self.fd, data)
+        n = fsio.write(self.fd, data)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
@@ -173,7 +175,7 @@ class Segment:
         """Append several batches with one write; `batches` holds (base, last, max timestamp, size)
         of each, in order (the cleaner's output)."""
         pos = self.size
-        n = os.write(self.fd, data)
+        n = fsio.write(self.fd, data)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
@@ -223,7 +225,7 @@ class Segment:
         by then: the fd still reads the original bytes)."""
         self._refs -= 1
         if self._refs == 0 and self._orphan_fd >= 0:
-            os.close(self._orphan_fd)
+            fsio.close(self._orphan_fd)
             self._orphan_fd = -1
 
     def batches_from(self, pos: int) -> list[tuple[int, bytes]]:
@@ -248,10 +250,10 @@ class Segment:
         return len(self.idx_pos) * 8 >= 10 * 1024 * 1024
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        fsio.fsync(self.fd)
         if self._idx_fd >= 0:
-            os.fsync(self._idx_fd)
-            os.fsync(self._tidx_fd)
+            fsio.fsync(self._idx_fd)
+            fsio.fsync(self._tidx_fd)
 
     def close(self) -> None:
         """Close the files; the log fd stays open while file slices hold it, so a slice queued
@@ -261,10 +263,10 @@ class Segment:
             self.fd = -1
         for fd in (self.fd, self._idx_fd, self._tidx_fd):
             if fd >= 0:
-                os.close(fd)
+                fsio.close(fd)
         self.fd = self._idx_fd = self._tidx_fd = -1
 
     def delete(self) -> None:
         self.close()
         for p in (self.log_path, self.index_path, self.tindex_path):
-            p.unlink(missing_ok=True)
+            fsio.unlink(p)
