@@ -130,6 +130,10 @@ class PartitionLog:
         self.last_flush = time.monotonic()
         self.flushed_offset = 0
         self._flush_task: asyncio.Future[None] | None = None
+        # directories whose entries changed (new segment files, a new partition directory) since
+        # the last flush: a flush fsyncs them too, or an acknowledged record could sit in a file
+        # that a power loss unlinks
+        self._sync_dirs: set[Path] = set()
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
@@ -138,17 +142,14 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, topic: str, partition: int, config: LogConfig,
              clean: bool) -> PartitionLog:
-        fsio.makedirs(directory)
+        made = fsio.makedirs(directory)
         log = cls(directory, topic, partition, config)
+        log._sync_dirs.update(d.parent for d in made)
         log._load(clean)
         return log
 
     def _load(self, clean: bool) -> None:
-        meta_path = self.dir / META
-        if meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-            self.log_start_offset = meta.get("log_start_offset", 0)
-            self.recovery_point = meta.get("recovery_point", 0)
+        self._read_meta()
         for p in self.dir.glob("*" + CLEANED):
             fsio.unlink(p)
         for p in sorted(self.dir.glob("*" + SWAP)):
@@ -157,10 +158,14 @@ class PartitionLog:
         for base in bases:
             seg = Segment(self.dir, base, self.config.index_interval)
             needs_scan = not clean and (base >= self.recovery_point or base == bases[-1])
+            cut = 0
             if needs_scan or not seg.load_indexes():
-                seg.recover(validate=True)
+                cut = seg.recover(validate=True)
             self.segments.append(seg)
             self.bases.append(base)
+            if cut and base != bases[-1]:
+                self._drop_after_torn(seg)
+                break
         # a segment left empty by a torn tail is harmless except as a zero-length non-active one;
         # dropping it must not move the end offset back (compaction leaves gaps before it)
         while (len(self.segments) > 1 and self.segments[-1].size == 0
@@ -176,6 +181,28 @@ class PartitionLog:
         self.flushed_offset = self.recovery_point
         self._write_meta()
         self._load_producer_state()
+
+    def _read_meta(self) -> None:
+        try:
+            meta = json.loads((self.dir / META).read_text())
+        except FileNotFoundError:
+            return
+        except ValueError:  # cannot happen with synced writes; a full scan is the safe answer
+            log.warning("%s: unreadable %s, rescanning every segment", self.dir.name, META)
+            return
+        self.log_start_offset = meta.get("log_start_offset", 0)
+        self.recovery_point = meta.get("recovery_point", 0)
+
+    def _drop_after_torn(self, torn: Segment) -> None:
+        """A torn segment that is not the last: what follows it was never flushed (a flush syncs
+        every segment up to the acknowledged offset), so, as Kafka does, the later segments go
+        rather than leave a hole in the offsets."""
+        later = [p for base, p in _segment_files(self.dir) if base > torn.base]
+        log.warning("%s: segment %d had a torn tail; deleting %d later segment files",
+                    self.dir.name, torn.base, len(later))
+        for p in later:
+            fsio.unlink(p)
+        self._sync_dirs.add(self.dir)
 
     def _load_producer_state(self) -> None:
         """Snapshot + the batch headers after it rebuild idempotence and transaction state."""
@@ -210,6 +237,7 @@ class PartitionLog:
             if first <= base < nxt:
                 fsio.unlink(p)
         fsio.replace(swap, self.dir / f"{segment_name(first)}.log")
+        self._sync_dirs.add(self.dir)
         log.info("%s: completed an interrupted swap of cleaned segment %d (replacing [%d, %d))",
                  self.dir.name, first, first, nxt)
 
@@ -253,9 +281,10 @@ class PartitionLog:
         return True
 
     def _write_meta(self) -> None:
+        # synced before the rename: the name must never point at unwritten bytes
         fsio.replace_file(self.dir / META, json.dumps({
             "log_start_offset": self.log_start_offset,
-            "recovery_point": self.recovery_point}).encode(), sync=False)
+            "recovery_point": self.recovery_point}).encode(), sync=True)
 
     def close(self, clean: bool = True) -> None:
         if clean:
@@ -263,7 +292,12 @@ class PartitionLog:
                 s.flush()
             self.recovery_point = self.end_offset
             self._write_meta()
-            self.producers.snapshot(self.end_offset)
+            self.producers.snapshot(self.end_offset, sync=True)
+            self.producers.take_unsynced_index()
+            fsio.fsync_path(self.producers.index_path)
+            for d in sorted(self._sync_dirs | {self.dir}, key=lambda p: len(p.parts), reverse=True):
+                fsio.fsync_dir(d)
+            self._sync_dirs.clear()
         for s in self.segments:
             s.close()
         self._wake()
@@ -297,6 +331,7 @@ class PartitionLog:
     def _roll_to(self, base: int) -> Segment:
         seg = Segment(self.dir, base, self.config.index_interval)
         seg.recover(validate=False)  # fresh, creates empty index files
+        self._sync_dirs.add(self.dir)
         self.segments.append(seg)
         self.bases.append(base)
         return seg
@@ -409,19 +444,29 @@ class PartitionLog:
                     and (time.monotonic() - self.last_flush) * 1000 >= self.config.flush_ms))
 
     async def flush(self) -> None:
-        """fsync everything appended so far, in a worker thread; concurrent callers share fsyncs."""
+        """Make everything appended so far durable, in a worker thread: every segment written since
+        the last completed flush (a roll may have closed one whose own fsync is still running), the
+        aborted-transaction index, and the directories whose entries changed. Concurrent callers
+        share the fsyncs."""
         target = self.end_offset
         loop = asyncio.get_running_loop()
         while self.flushed_offset < target and not self.deleted:
             if self._flush_task is None or self._flush_task.done():
                 upto = self.end_offset
-                seg = self.active
+                segs = self.segments[self._segment_index(self.flushed_offset):]
+                dirs, self._sync_dirs = self._sync_dirs, set()
+                txn_index = self.producers.take_unsynced_index()
+                if txn_index is not None:
+                    dirs.add(self.dir)
                 self.unflushed_messages = 0
                 self.last_flush = time.monotonic()
-                task = loop.run_in_executor(None, seg.flush)
+                task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
                 self._flush_task = task
                 try:
                     await asyncio.shield(task)
+                except BaseException:
+                    self._sync_dirs |= dirs  # not synced: the next flush tries again
+                    raise
                 finally:
                     if self._flush_task is task:
                         self._flush_task = None
@@ -566,6 +611,19 @@ class PartitionLog:
                 self._drop_leading(n)
             self._write_meta()
         return self.log_start_offset
+
+
+def _sync(segments: list[Segment], txn_index: Path | None, dirs: set[Path]) -> None:
+    """The blocking part of a flush: file data first, then the directory entries naming it."""
+    for seg in segments:
+        seg.flush()
+    if txn_index is not None:
+        fsio.fsync_path(txn_index)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        try:
+            fsio.fsync_dir(d)
+        except FileNotFoundError:  # the topic was deleted meanwhile
+            pass
 
 
 def _step(name: str) -> None:

@@ -138,5 +138,8 @@ class LogManager:
         self.cleaner.close()
         for lg in self.logs.values():
             lg.close(clean=True)
+        # last, once every log is synced: a marker that outlived a power loss must not skip the
+        # recovery of data that did not
         for d in self.log_dirs:
-            fsio.write_file(d / CLEAN_MARKER, b"", sync=False)
+            fsio.write_file(d / CLEAN_MARKER, b"", sync=True)
+            fsio.fsync_dir(d)

@@ -250,6 +250,8 @@ class Segment:
         return len(self.idx_pos) * 8 >= 10 * 1024 * 1024
 
     def flush(self) -> None:
+        if self.fd < 0:
+            return  # closed: it was flushed then, or deleted (retention, compaction)
         fsio.fsync(self.fd)
         if self._idx_fd >= 0:
             fsio.fsync(self._idx_fd)
