@@ -8,6 +8,7 @@ recovery point (offset below which data was fsynced) and the log start offset ar
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -354,15 +355,18 @@ class PartitionLog:
         self.producers.snapshot(self.end_offset)
         # Kafka flushes the closed segment asynchronously and moves the recovery point past it
         loop = _running_loop()
-        if loop is not None:
+        if loop is not None and _pin(old):
             fut = loop.run_in_executor(None, old.flush)
             base = self.active.base
-            fut.add_done_callback(lambda f: self._rolled_flushed(f, base))
+            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old))
         else:
             old.flush()
             self._rolled_flushed(None, self.active.base)
 
-    def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int) -> None:
+    def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int,
+                        pinned: Segment | None = None) -> None:
+        if pinned is not None:
+            pinned.release()
         if fut is not None and fut.exception() is not None:
             return
         if not self.deleted and base > self.recovery_point:
@@ -460,7 +464,9 @@ class PartitionLog:
                     dirs.add(self.dir)
                 self.unflushed_messages = 0
                 self.last_flush = time.monotonic()
+                segs = [s for s in segs if _pin(s)]
                 task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
+                task.add_done_callback(functools.partial(_unpin, segs))
                 self._flush_task = task
                 try:
                     await asyncio.shield(task)
@@ -611,6 +617,20 @@ class PartitionLog:
                 self._drop_leading(n)
             self._write_meta()
         return self.log_start_offset
+
+
+def _pin(seg: Segment) -> bool:
+    """Keep a segment's descriptors valid while a worker thread fsyncs it; False if closed."""
+    try:
+        seg.acquire()
+        return True
+    except ValueError:
+        return False
+
+
+def _unpin(segments: list[Segment], _done: object = None) -> None:
+    for seg in segments:
+        seg.release()
 
 
 def _sync(segments: list[Segment], txn_index: Path | None, dirs: set[Path]) -> None:

@@ -11,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-from . import fsio
+from . import fdlimit, fsio
 from .cleaner import CleanerConfig, LogCleaner
 from .log import LogConfig, PartitionLog
 
@@ -30,6 +30,7 @@ class LogManager:
         self.clean_start = True
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(cleaner or CleanerConfig(), log_dirs)
+        self._fd_budget = fdlimit.configure()
 
     def detect_clean(self) -> bool:
         """Was the last shutdown clean? Consumes the marker (a crash from now on is unclean)."""
@@ -64,6 +65,7 @@ class LogManager:
                 self.logs[(topic, int(part))] = PartitionLog.open(p, topic, int(part), cfg, clean)
                 if not clean:
                     log.info("recovered %s in %.3fs", p.name, time.monotonic() - t0)
+        log.info(fdlimit.describe(*self._fd_budget, partitions=len(self.logs)))
 
     def _pick_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
