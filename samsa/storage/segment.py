@@ -41,7 +41,7 @@ class _OpenSegments:
     def __init__(self) -> None:
         self.lru: OrderedDict[Segment, None] = OrderedDict()
         self.limit = 1 << 30  # segments; storage.fdlimit sets it from RLIMIT_NOFILE
-        self.reopened = 0
+        self.closed_idle = 0  # how often an idle segment's files were closed
 
     def opened(self, seg: Segment) -> None:
         self.lru[seg] = None
@@ -119,7 +119,7 @@ class Segment:
         """Close the log and index files of an idle segment (reopened on next use). Unsynced
         bytes stay in the page cache; a later fsync of the file by name covers them."""
         OPEN_SEGMENTS.lru.pop(self, None)
-        OPEN_SEGMENTS.reopened += 1
+        OPEN_SEGMENTS.closed_idle += 1
         for fd in (self._fd, self._idx_fd, self._tidx_fd):
             if fd >= 0:
                 fsio.close(fd)
