@@ -105,6 +105,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("auto.create.topics.enable", "boolean", "true", "Create topics on first use."),
     ConfigDef("delete.topic.enable", "boolean", "true", "Allow topic deletion."),
     ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request accepted."),
+    # -- network limits (docs/operations.md) --
+    ConfigDef("queued.max.requests", "int", "500",
+              "Requests read and not yet answered, over all connections, before the broker stops "
+              "reading sockets (long-polling fetches excepted)."),
+    ConfigDef("queued.max.requests.per.connection", "int", "256",
+              "Requests read and not yet answered on one connection before it stops being read "
+              "(Samsa-specific: Kafka reads one request per connection at a time)."),
+    ConfigDef("max.connections", "int", "2147483647",
+              "Connections the broker keeps open at once; new ones beyond are closed."),
+    ConfigDef("max.connections.per.ip", "int", "2147483647",
+              "Connections allowed from one IP address; new ones beyond are closed."),
+    # -- end network limits --
     ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period."),
     ConfigDef("log.retention.hours", "int", "168", "Retention in hours."),
     ConfigDef("log.retention.minutes", "int", None, "Retention in minutes."),

@@ -21,7 +21,7 @@ from samsa.storage.manager import LogManager
 
 from .fetch_sessions import FetchSessionCache
 from .handlers import HANDLERS
-from .server import KafkaConnection
+from .server import KafkaConnection, NetworkLimits
 
 log = logging.getLogger("samsa.broker")
 
@@ -46,6 +46,12 @@ class Broker:
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
         self.connections: set[KafkaConnection] = set()
+        self.network_limits = NetworkLimits(
+            max_request=config.get_int("socket.request.max.bytes"),
+            queued_max=config.get_int("queued.max.requests"),
+            per_connection=config.get_int("queued.max.requests.per.connection"),
+            max_connections=config.get_int("max.connections"),
+            max_per_ip=config.get_int("max.connections.per.ip"))
         self.server: asyncio.AbstractServer | None = None
         self.host = self.bind_host
         self.port = self.bind_port
