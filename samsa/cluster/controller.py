@@ -3,6 +3,7 @@ records, then makes the log manager match the image. Single node: this broker is
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Sequence
@@ -122,10 +123,20 @@ class Controller:
         await self.meta.write([{"type": "topic", "name": name, "topic_id": str(topic_id),
                                 "partitions": partitions, "configs": clean,
                                 "internal": internal}])
-        cfg = self.log_config(name)
-        for p in range(partitions):
-            self.logs.create(name, p, cfg)
+        await self._open_logs(name, topic_id, 0, partitions)
         return topic_id
+
+    async def _open_logs(self, name: str, topic_id: uuid.UUID, start: int, end: int) -> None:
+        """Create the logs of partitions start..end-1, letting other requests run between two:
+        a partition costs milliseconds (files, fsync), so thousands would hold the event loop for
+        seconds. Stops if the topic is deleted (or replaced) meanwhile."""
+        cfg = self.log_config(name)
+        for p in range(start, end):
+            t = self.image.topics.get(name)
+            if t is None or t.topic_id != topic_id:
+                return
+            self.logs.create(name, p, cfg)
+            await asyncio.sleep(0)
 
     async def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:
@@ -163,9 +174,7 @@ class Controller:
             return
         old = t.partitions
         await self.meta.write([{"type": "partitions", "name": name, "partitions": count}])
-        cfg = self.log_config(name)
-        for p in range(old, count):
-            self.logs.create(name, p, cfg)
+        await self._open_logs(name, t.topic_id, old, count)
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
                                   validate_only: bool) -> None:

@@ -5,11 +5,14 @@ what the clients refuse to (2^31-1 partitions, duplicate partition indexes, name
 
 from __future__ import annotations
 
+import socket
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kafka.admin import KafkaAdminClient
 
@@ -290,8 +293,48 @@ def test_max_broker_partitions(capped: SamsaBroker) -> None:
     admin.create_partitions([NewPartitions("cap-a", 20)])["cap-a"].result(15)
     # full: a Metadata auto-create is refused too (the topic is simply unknown)
     md = admin.list_topics(topic="cap-auto", timeout=10)
-    assert md.topics["cap-auto"].error is not None
+    assert md.topics["cap-auto"].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # the broker's own internal topics are still created (a group lookup needs __consumer_offsets)
+    g = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cap-group")],
+                                          request_timeout=10)["cap-group"].result(15)
+    assert g.group_id == "cap-group"
+    assert _partitions(capped.bootstrap).get("__consumer_offsets") == 50
     parts = _partitions(capped.bootstrap)
     assert parts.get("cap-a") == 20 and "cap-b" not in parts and "cap-auto" not in parts
     assert _dirs(capped, "cap-b") == [] and _dirs(capped, "cap-auto") == []
     assert len(_dirs(capped, "cap-a-")) == 20
+
+
+def _nothing_to_read(w: Wire) -> bool:
+    """No byte of a response has arrived yet (peek, do not wait)."""
+    w.sock.setblocking(False)
+    try:
+        data = w.sock.recv(1, socket.MSG_PEEK)
+    except BlockingIOError:
+        return True
+    finally:
+        w.sock.settimeout(60)
+    if not data:
+        raise ConnectionError("the broker closed the connection")
+    return False
+
+
+def test_broker_answers_while_a_large_topic_is_created(samsa_broker: SamsaBroker) -> None:
+    """Each partition costs file creation and fsyncs; the broker serves other clients in between
+    instead of holding every request until the last of 600 partitions exists."""
+    creator, other = Wire(samsa_broker.bootstrap, timeout=60), Wire(samsa_broker.bootstrap)
+    try:
+        creator.send_raw(creator.encode(19, 7, {"topics": [_topic("wide", 600)], "timeout": 60000,
+                                                "validate_only": False}))
+        time.sleep(0.5)  # let the creation get going
+        md = other.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+        assert md.brokers  # answered...
+        assert _nothing_to_read(creator)  # ...while the creation was still running
+        frame = creator.recv_frame()  # and the creation completes
+    finally:
+        creator.close()
+        other.close()
+    assert frame  # a CreateTopics response arrived
+    assert _partitions(samsa_broker.bootstrap)["wide"] == 600
+    assert len(_dirs(samsa_broker, "wide-")) == 600
