@@ -338,3 +338,23 @@ def test_broker_answers_while_a_large_topic_is_created(samsa_broker: SamsaBroker
     assert frame  # a CreateTopics response arrived
     assert _partitions(samsa_broker.bootstrap)["wide"] == 600
     assert len(_dirs(samsa_broker, "wide-")) == 600
+
+
+def test_topic_deleted_while_being_created_leaves_no_partition_dirs(
+        samsa_broker: SamsaBroker) -> None:
+    """The creation yields between partitions; a DeleteTopics in that window must not be followed
+    by more partition directories of the deleted topic."""
+    creator, other = Wire(samsa_broker.bootstrap, timeout=60), Wire(samsa_broker.bootstrap)
+    try:
+        creator.send_raw(creator.encode(19, 7, {"topics": [_topic("doomed", 600)],
+                                                "timeout": 60000, "validate_only": False}))
+        time.sleep(0.5)
+        resp = other.request(20, 6, {"topics": [{"name": "doomed", "topic_id": None}],
+                                     "timeout": 10000})
+        assert [int(r.error_code) for r in resp.responses] == [0]
+        assert creator.recv_frame()
+    finally:
+        creator.close()
+        other.close()
+    assert "doomed" not in _partitions(samsa_broker.bootstrap)
+    assert [d for d in _dirs(samsa_broker, "doomed-") if not d.endswith("-delete")] == []
