@@ -102,6 +102,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("log.dirs", "list", "./samsa-data", "Directories holding partition logs."),
     ConfigDef("num.partitions", "int", "1", "Partitions of auto-created topics."),
     ConfigDef("default.replication.factor", "int", "1", "Replication factor of auto-created topics."),
+    ConfigDef("max.broker.partitions", "int", "4000",
+              "Most partitions this broker hosts (KIP-578's name); creating more is refused."),
     ConfigDef("auto.create.topics.enable", "boolean", "true", "Create topics on first use."),
     ConfigDef("delete.topic.enable", "boolean", "true", "Allow topic deletion."),
     ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request accepted."),
