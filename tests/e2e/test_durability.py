@@ -82,12 +82,15 @@ def test_kill9_during_produce_keeps_every_acked_message() -> None:
             t = threading.Thread(target=produce_until,
                                  args=(b.bootstrap, "durable", stop, acked, round_no * 10**7))
             t.start()
-            time.sleep(1.5)
-            before = len(acked)
+            # kill once this round has had a good number of acks (bounded wait), mid-load
+            acked_before, deadline = len(acked), time.time() + 30
+            while len(acked) < acked_before + 2000 and time.time() < deadline:
+                time.sleep(0.05)
+            progress = len(acked) - acked_before
             b.kill()  # SIGKILL mid-load
             stop.set()
             t.join(30)
-            assert before > 0, "producer made no progress before the kill"
+            assert progress >= 2000, f"producer made only {progress} acks before the kill"
             b.start()
         data = read_everything(b.bootstrap, "durable")
         for p, rows in data.items():
