@@ -77,3 +77,39 @@ def test_stream_write_is_exactly_once_when_a_committed_batch_is_replayed(
         collections.Counter((s["key"], s["value"]) for s in sent)
     assert all(m.headers() == s["headers"] for m, s in zip(
         sorted(out, key=lambda m: m.value()), sorted(sent, key=lambda s: s["value"]), strict=True))
+
+
+def test_stream_sink_refuses_a_task_without_its_streaming_ids(
+        spark: SparkSession, samsa_broker: SamsaBroker) -> None:
+    """The exactly-once writer in a real Spark task that lacks the micro-batch id or the query id
+    fails the task and writes nothing: no fallback to batch 0 / a made-up query id, which would
+    skip (batch 0 already committed) or mix up batches."""
+    import pyarrow as pa
+    from confluent_kafka import Consumer, TopicPartition
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from samsa.spark.sink import SamsaStreamWriter
+
+    bs = samsa_broker.bootstrap
+    create_topic(bs, "sw-noid", 1)
+    writer = SamsaStreamWriter({"kafka.bootstrap.servers": bs, "topic": "sw-noid"},
+                               StructType([StructField("value", BinaryType())]))
+
+    def task(_rows: object) -> list[int]:
+        msg = writer.write(iter([pa.RecordBatch.from_pydict({"value": [b"x"]})]))
+        return [msg.records]  # type: ignore[attr-defined]
+
+    sc = spark.sparkContext
+    with pytest.raises(Exception, match=r"needs the micro-batch id \(task property streaming"):
+        sc.parallelize([0], 1).mapPartitions(task).collect()
+    sc.setLocalProperty("streaming.sql.batchId", "3")  # local properties reach the job's tasks
+    try:
+        with pytest.raises(Exception, match=r"needs the streaming query id \(task property sql"):
+            sc.parallelize([0], 1).mapPartitions(task).collect()
+    finally:
+        sc.setLocalProperty("streaming.sql.batchId", None)  # type: ignore[arg-type]
+    c = Consumer({"bootstrap.servers": bs, "group.id": "sw-noid-probe"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition("sw-noid", 0), 10) == (0, 0)
+    finally:
+        c.close()
