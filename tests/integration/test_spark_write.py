@@ -113,3 +113,55 @@ def test_stream_sink_refuses_a_task_without_its_streaming_ids(
         assert c.get_watermark_offsets(TopicPartition("sw-noid", 0), 10) == (0, 0)
     finally:
         c.close()
+
+
+def test_stream_sink_task_retries_write_each_batch_once(
+        spark: SparkSession, samsa_broker: SamsaBroker) -> None:
+    """A sink task of (query, batch, partition) run again after it committed (a retried or
+    speculative attempt) writes nothing; an attempt that died with its transaction open is fenced
+    and aborted by the next attempt, which writes the rows once. Real Spark tasks, with the batch
+    and query ids Spark would set given as local properties."""
+    import pyarrow as pa
+    from confluent_kafka import Producer
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from samsa.spark.sink import SamsaStreamWriter
+
+    bs = samsa_broker.bootstrap
+    create_topic(bs, "sw-retry", 1)
+    writer = SamsaStreamWriter({"kafka.bootstrap.servers": bs, "topic": "sw-retry"},
+                               StructType([StructField("value", BinaryType())]))
+
+    def attempt(batch: int) -> tuple[int, bool]:
+        def task(_rows: object) -> list[tuple[int, bool]]:
+            rows = pa.RecordBatch.from_pydict({"value": [b"b%d-%d" % (batch, i) for i in range(10)]})
+            msg = writer.write(iter([rows]))
+            return [(msg.records, msg.skipped)]  # type: ignore[attr-defined]
+
+        sc.setLocalProperty("streaming.sql.batchId", str(batch))
+        try:
+            (result,) = sc.parallelize([0], 1).mapPartitions(task).collect()
+        finally:
+            sc.setLocalProperty("streaming.sql.batchId", None)  # type: ignore[arg-type]
+        return result
+
+    sc = spark.sparkContext
+    sc.setLocalProperty("sql.streaming.queryId", "retry-q")
+    try:
+        assert attempt(0) == (10, False)
+        assert attempt(0) == (0, True)  # the same task again: already committed, nothing written
+        assert attempt(1) == (10, False)
+        # an attempt of batch 2 dies after producing, its transaction left open (a killed executor)
+        zombie = Producer({"bootstrap.servers": bs, "transactional.id": "samsa-spark-retry-q-0"})
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        for i in range(5):
+            zombie.produce("sw-retry", value=b"zombie-%d" % i, partition=0)
+        assert zombie.flush(10) == 0
+        assert attempt(2) == (10, False)  # fences the zombie, aborts its transaction, writes once
+    finally:
+        sc.setLocalProperty("sql.streaming.queryId", None)  # type: ignore[arg-type]
+    committed = [m.value() for m in read_all(bs, "sw-retry", committed=True)]
+    assert sorted(committed) == sorted(b"b%d-%d" % (b, i) for b in range(3) for i in range(10))
+    uncommitted = [m.value() for m in read_all(bs, "sw-retry", committed=False)]
+    assert sorted(uncommitted) == sorted(committed + [b"zombie-%d" % i for i in range(5)])
