@@ -1,6 +1,7 @@
 """Writing with the `samsa` sink: df.write with topic/key/value/headers/partition columns, and the
 exactly-once writeStream — a micro-batch replayed after its Kafka transactions committed (Spark's
-commit log lost, as after a driver crash) writes nothing twice."""
+commit log lost, as after a driver crash) writes nothing twice; a re-run task writes nothing twice
+and fences an attempt left with an open transaction; a task without Spark's batch/query ids fails."""
 
 from __future__ import annotations
 
