@@ -37,14 +37,23 @@ DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+ALTER_REPLICA_LOG_DIRS = 34
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+DESCRIBE_QUORUM = 55
+DESCRIBE_TOPIC_PARTITIONS = 75
 
-# api key -> (min version, max version). Minimums are Kafka 4.x's; maximums are what our handlers
-# implement (and kio decodes).
+# api key -> (min version, max version): the ranges a Kafka 4.0 broker advertises, for every API
+# Samsa serves (tests/integration/test_api_versions.py holds Kafka 4.0's table), except Produce,
+# EndTxn and TxnOffsetCommit: their top versions (12, 5, 5) mean transactions v2 (KIP-890 part 2),
+# which Samsa does not implement, and Produce starts at v3, the oldest version Kafka 4.0 accepts
+# (it advertises v0-v2 too). See docs/compatibility.md.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
-    FETCH: (4, 16),
-    LIST_OFFSETS: (1, 8),
-    METADATA: (0, 12),
+    FETCH: (4, 17),
+    LIST_OFFSETS: (1, 10),
+    METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -55,11 +64,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_CLUSTER: (0, 2),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 6),
-    JOIN_GROUP: (0, 9),
+    JOIN_GROUP: (2, 9),
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
@@ -76,4 +85,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_TRANSACTIONS: (0, 1),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ALTER_REPLICA_LOG_DIRS: (1, 2),
+    ELECT_LEADERS: (0, 2),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_QUORUM: (0, 2),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
