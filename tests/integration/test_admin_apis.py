@@ -256,3 +256,14 @@ def test_fetch_v17_metadata_v13_describe_cluster_v2(samsa_broker: SamsaBroker,
     cluster = request(samsa_broker, 60, 2, {"include_cluster_authorized_operations": False,
                                             "endpoint_type": 1, "include_fenced_brokers": True})
     assert [(b.broker_id, b.is_fenced) for b in cluster.brokers] == [(setup["node"], False)]
+
+
+def test_describe_topic_partitions_capped_by_broker_limit() -> None:
+    """The broker's max.request.partition.size.limit caps a larger response_partition_limit."""
+    with SamsaBroker(overrides={"max.request.partition.size.limit": "3"}) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("capped", 5, 1)])["capped"].result(timeout=30)
+        resp = request(broker, 75, 0, {"topics": [{"name": "capped"}],
+                                       "response_partition_limit": 2000, "cursor": None})
+        assert [p.partition_index for p in resp.topics[0].partitions] == [0, 1, 2]
+        assert (resp.next_cursor.topic_name, resp.next_cursor.partition_index) == ("capped", 3)

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 ELECTION_NOT_NEEDED = 84
 NO_REASSIGNMENT_IN_PROGRESS = 85
-REPLICA_NOT_AVAILABLE = 9
 PREFERRED, UNCLEAN = 0, 1
 # Kafka's max.request.partition.size.limit default: the most partitions DescribeTopicPartitions
 # answers in one response, whatever the request's response_partition_limit.
