@@ -44,11 +44,10 @@ LIST_PARTITION_REASSIGNMENTS = 46
 DESCRIBE_QUORUM = 55
 DESCRIBE_TOPIC_PARTITIONS = 75
 
-# api key -> (min version, max version): the ranges a Kafka 4.0 broker advertises, for every API
-# Samsa serves (tests/integration/test_api_versions.py holds Kafka 4.0's table), except Produce,
-# EndTxn and TxnOffsetCommit: their top versions (12, 5, 5) mean transactions v2 (KIP-890 part 2),
-# which Samsa does not implement, and Produce starts at v3, the oldest version Kafka 4.0 accepts
-# (it advertises v0-v2 too). See docs/compatibility.md.
+# api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
+# Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
+# 4.0's table), except the top versions of Produce, EndTxn and TxnOffsetCommit (12, 5, 5), which
+# mean transactions v2 (KIP-890 part 2), not implemented. See docs/compatibility.md.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
     FETCH: (4, 17),
@@ -68,7 +67,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 6),
-    JOIN_GROUP: (2, 9),
+    JOIN_GROUP: (0, 9),
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 5),
     SYNC_GROUP: (0, 5),
@@ -92,3 +91,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_QUORUM: (0, 2),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
+
+# What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
+# are refused (KIP-896 removed them; a request closes the connection): librdkafka before 2.8
+# compresses produce batches only when the broker lists Produce v0.
+ADVERTISED: dict[int, tuple[int, int]] = {**SUPPORTED, PRODUCE: (0, SUPPORTED[PRODUCE][1])}

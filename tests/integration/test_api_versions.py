@@ -3,15 +3,20 @@ that infer the broker version from it infer 4.0."""
 
 from __future__ import annotations
 
+import shutil
+import struct
+import subprocess
+
+import pytest
 from kafka.admin import KafkaAdminClient
 
 from samsa.testing import SamsaBroker
 from tests.wire import Wire
 
-# Kafka 4.0.0's ApiVersions ranges (validVersions of Kafka 4.0's message specs,
-# clients/src/main/resources/common/message/*Request.json, as a 4.0.0 broker advertises them;
-# kafka-python 3.0 records the same table in kafka/protocol/broker_version_data.py), limited to
-# the APIs Samsa serves.
+# Kafka 4.0's ApiVersions ranges (validVersions of Kafka 4.0's message specs,
+# clients/src/main/resources/common/message/*Request.json, as a 4.0 broker advertises them;
+# kafka-python 3.0 records the 4.0.0 table in kafka/protocol/broker_version_data.py), limited to
+# the APIs Samsa serves. 4.0.1 brought back JoinGroup v0-v1 (KAFKA-19444), so they are listed.
 KAFKA_40: dict[int, tuple[int, int]] = {
     0: (0, 12),   # Produce
     1: (4, 17),   # Fetch
@@ -20,7 +25,7 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     8: (2, 9),    # OffsetCommit
     9: (1, 9),    # OffsetFetch
     10: (0, 6),   # FindCoordinator
-    11: (2, 9),   # JoinGroup
+    11: (0, 9),   # JoinGroup (v0-v1 removed in 4.0.0, back in 4.0.1: KAFKA-19444)
     12: (0, 4),   # Heartbeat
     13: (0, 5),   # LeaveGroup
     14: (0, 5),   # SyncGroup
@@ -57,9 +62,8 @@ KAFKA_40: dict[int, tuple[int, int]] = {
 }
 
 # Deliberate differences, each a line in docs/compatibility.md: the top versions of these three
-# mean transactions v2 (KIP-890 part 2), which Samsa does not implement; Kafka 4.0 also
-# advertises Produce v0-v2, which it no longer accepts (KIP-896).
-DIFFERENCES: dict[int, tuple[int, int]] = {0: (3, 11), 26: (0, 4), 28: (0, 4)}
+# mean transactions v2 (KIP-890 part 2), which Samsa does not implement.
+DIFFERENCES: dict[int, tuple[int, int]] = {0: (0, 11), 26: (0, 4), 28: (0, 4)}
 
 
 def advertised(bootstrap: str, version: int) -> dict[int, tuple[int, int]]:
@@ -86,3 +90,43 @@ def test_kafka_python_infers_broker_4_0(samsa_broker: SamsaBroker) -> None:
         assert admin._manager.broker_version_data.broker_version == (4, 0)
     finally:
         admin.close()
+
+
+@pytest.mark.parametrize("codec,bits", [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
+def test_kcat_compresses(samsa_broker: SamsaBroker, codec: str, bits: int) -> None:
+    """librdkafka before 2.8 (kcat's Debian build has 2.0.2) compresses only when ApiVersions lists
+    Produce v0, which Kafka 4.0 lists for that reason; before, Samsa stored these uncompressed."""
+    exe = shutil.which("kcat") or shutil.which("kafkacat")
+    assert exe, "kcat is not installed: `make system-deps` installs it (Debian package kcat)"
+    topic = f"kcat-{codec}"
+    lines = "".join(f"line {i} of a compressible text\n" for i in range(500))  # smaller than raw
+    r = subprocess.run([exe, "-b", samsa_broker.bootstrap, "-P", "-t", topic, "-p", "0", "-z", codec],
+                       input=lines, text=True, capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    w = Wire(samsa_broker.bootstrap)
+    try:
+        resp = w.request(1, 4, {"replica_id": -1, "max_wait": 0, "min_bytes": 0,
+                                "max_bytes": 1 << 20, "isolation_level": 0, "topics": [
+                                    {"topic": topic, "partitions": [
+                                        {"partition": 0, "fetch_offset": 0,
+                                         "partition_max_bytes": 1 << 20}]}]})
+    finally:
+        w.close()
+    records = resp.responses[0].partitions[0].records
+    assert records, "kcat's records are not in the log"
+    (attributes,) = struct.unpack_from(">h", records, 21)  # RecordBatch attributes
+    assert attributes & 0x7 == bits
+
+
+def test_produce_v0_is_listed_but_refused(samsa_broker: SamsaBroker) -> None:
+    """As in Kafka 4.0: Produce v0-v2 are in ApiVersions, and a request closes the connection."""
+    assert advertised(samsa_broker.bootstrap, 3)[0][0] == 0
+    w = Wire(samsa_broker.bootstrap)
+    try:
+        client = b"wire-test"
+        body = struct.pack(">hii", 1, 1000, 0)  # acks, timeout, no topics
+        frame = struct.pack(">hhih", 0, 0, 7, len(client)) + client + body
+        w.send_raw(struct.pack(">i", len(frame)) + frame)
+        assert w.is_closed()
+    finally:
+        w.close()
