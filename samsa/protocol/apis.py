@@ -93,6 +93,6 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
-# are refused (KIP-896 removed them; a request closes the connection): librdkafka before 2.8
-# compresses produce batches only when the broker lists Produce v0.
+# are refused (KIP-896 removed them; a request closes the connection): older librdkafka versions
+# (2.0.2, in kcat's Debian package) compress produce batches only when the broker lists Produce v0.
 ADVERTISED: dict[int, tuple[int, int]] = {**SUPPORTED, PRODUCE: (0, SUPPORTED[PRODUCE][1])}

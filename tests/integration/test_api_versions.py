@@ -94,8 +94,8 @@ def test_kafka_python_infers_broker_4_0(samsa_broker: SamsaBroker) -> None:
 
 @pytest.mark.parametrize("codec,bits", [("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)])
 def test_kcat_compresses(samsa_broker: SamsaBroker, codec: str, bits: int) -> None:
-    """librdkafka before 2.8 (kcat's Debian build has 2.0.2) compresses only when ApiVersions lists
-    Produce v0, which Kafka 4.0 lists for that reason; before, Samsa stored these uncompressed."""
+    """Older librdkafka (kcat's Debian build has 2.0.2) compresses only when ApiVersions lists
+    Produce v0, which Kafka 4.0 lists for that reason; Samsa used to get these uncompressed."""
     exe = shutil.which("kcat") or shutil.which("kafkacat")
     assert exe, "kcat is not installed: `make system-deps` installs it (Debian package kcat)"
     topic = f"kcat-{codec}"
