@@ -85,7 +85,7 @@ class RequestContext:
 def unsupported_api_versions(correlation_id: int) -> list[bytes]:
     """ApiVersions answer for a version we do not know: v0 body + v0 header, error 35 and our ranges
     (the client then retries with a version from the list)."""
-    keys = sorted(apis.SUPPORTED.items())
+    keys = sorted(apis.ADVERTISED.items())
     body = struct.pack(">ihi", correlation_id, 35, len(keys))
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in keys)
     return [struct.pack(">i", len(body)), body]
