@@ -115,13 +115,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--print-headers", action="store_true",
                    help="print headers (k:v,k2:v2 or NO_HEADERS) before the key and value "
                         "(same as --property print.headers=true)")
-    p.add_argument("--property", type=key_value, action="append", default=[],
+    p.add_argument("--property", "--formatter-property", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE",
                    help="output format, repeatable, as kafka-console-consumer.sh: print.timestamp, "
                         "print.partition, print.offset, print.headers, print.key, print.value "
                         "(true/false), key.separator, line.separator, headers.separator, "
                         "null.literal; other names are consumer settings")
-    p.add_argument("--consumer-property", type=key_value, action="append", default=[],
+    p.add_argument("--consumer-property", "--command-property", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="librdkafka consumer setting, repeatable")
     p.add_argument("--isolation-level", choices=("read_uncommitted", "read_committed"),
                    default="read_uncommitted",

@@ -56,14 +56,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--acks", "--request-required-acks", choices=ACKS, default="all",
                    help="acknowledgements to wait for (default: all)")
     p.add_argument("--compression", "--compression-codec", choices=COMPRESSIONS, default="none",
-                   help="batch compression (default: none)")
+                   nargs="?", const="gzip",
+                   help="batch compression (default: none; the option alone: gzip, as Kafka's)")
+    p.add_argument("--sync", action="store_true",
+                   help="wait for each message's acknowledgement before reading the next line")
     p.add_argument("--property", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE",
                    help="input format, repeatable, as kafka-console-producer.sh: parse.key, "
                         "key.separator (default TAB), parse.headers, headers.delimiter (TAB), "
                         "headers.separator (',', a regular expression), headers.key.separator "
                         "(':'), ignore.error, null.marker; other names are producer settings")
-    p.add_argument("--producer-property", type=key_value, action="append", default=[],
+    p.add_argument("--producer-property", "--command-property", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="librdkafka producer setting, repeatable")
     add_bootstrap(p)
     p.set_defaults(func=guarded("samsa produce", run))
@@ -141,7 +144,7 @@ def _lines(stream: BinaryIO) -> Iterable[bytes]:
 
 def _send_lines(producer: Producer, topic: str, reader: LineFormat,
                 fixed_headers: list[tuple[str, bytes | None]], kwargs: dict[str, Any],
-                stats: DeliveryStats) -> None:
+                stats: DeliveryStats, sync: bool = False) -> None:
     for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
         key, value, parsed = reader.parse(line, lineno)
         headers: list[tuple[str, str | bytes | None]] = [*parsed, *fixed_headers]
@@ -156,7 +159,10 @@ def _send_lines(producer: Producer, topic: str, reader: LineFormat,
                 stats.failed += 1
                 stats.first_error = stats.first_error or f"line {lineno}: {describe_error(e)}"
                 break
-        producer.poll(0)
+        if sync:
+            producer.flush()
+        else:
+            producer.poll(0)
         if stats.failed:
             return
 
@@ -208,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         kwargs["partition"] = args.partition
     input_error: str | None = None
     try:
-        _send_lines(producer, topic, reader, fixed, kwargs, stats)
+        _send_lines(producer, topic, reader, fixed, kwargs, stats, args.sync)
     except InputError as e:
         input_error = str(e)
     except KeyboardInterrupt:

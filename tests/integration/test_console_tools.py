@@ -44,9 +44,9 @@ def ok(*args: str, bs: str, stdin: bytes | None = None) -> subprocess.CompletedP
     return r
 
 
-def make_topic(bs: str, topic: str, partitions: int = 1) -> None:
+def make_topic(bs: str, topic: str, partitions: int = 1, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(15)
 
 
 def read_all(bs: str, topic: str, n: int) -> list[Any]:
@@ -117,6 +117,15 @@ def test_consume_formatter_properties(broker: SamsaBroker) -> None:
     r = ok("consume", "fmt", "--partition", "0", "--offset", "earliest", "--max-messages", "1",
            "--timeout", "10", bs=bs)
     assert r.stdout == b"v1\n"
+
+    # the broker's time on a LogAppendTime topic; --formatter-property is Kafka 4.2's name
+    make_topic(bs, "fmt-lat", **{"message.timestamp.type": "LogAppendTime"})
+    p.produce("fmt-lat", value=b"v", timestamp=1700000000000)
+    assert p.flush(15) == 0
+    r = ok("consume", "fmt-lat", "--from-beginning", "--max-messages", "1", "--timeout", "10",
+           "--formatter-property", "print.timestamp=true", bs=bs)
+    ts = read_all(bs, "fmt-lat", 1)[0].timestamp()[1]
+    assert ts > 1700000000000 and r.stdout == b"LogAppendTime:%d\tv\n" % ts
 
 
 def test_consume_group_commits_and_resumes(broker: SamsaBroker) -> None:
@@ -192,7 +201,7 @@ def test_produce_reader_properties(broker: SamsaBroker) -> None:
        "null.marker=NULL", stdin=b"a=1;b=NULL|NULL\tv\nc=3|k\tNULL\nNULL|k2\tplain\n", bs=bs)
     # ignore.error: a line without the separator becomes a value without a key
     ok("produce", "rdr", "--property", "parse.key=true", "--property", "ignore.error=true",
-       stdin=b"no separator here\n", bs=bs)
+       "--sync", "--compression-codec", stdin=b"no separator here\n", bs=bs)
     got = [(m.key(), m.value(), m.headers()) for m in read_all(bs, "rdr", 7)]
     assert got == [
         (b"k1", b"v1", None), (b"k2", b"v:2", None), (b"", b"empty-key", None),
