@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -362,8 +364,20 @@ def _print_messages(consumer: Consumer, args: argparse.Namespace, plan: Plan,
     out = sys.stdout.buffer
     last = time.monotonic()
     last_warning = ""
+    # Ctrl-C only sets a flag, seen between messages: a KeyboardInterrupt raised inside a write
+    # could leave a message printed but neither counted nor committed. A second Ctrl-C interrupts
+    # at once (e.g. a write blocked on a full pipe).
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        while args.max_messages is None or printed[0] < args.max_messages:
+        while (args.max_messages is None or printed[0] < args.max_messages) \
+                and not interrupted.is_set():
             msg = consumer.poll(0)
             if msg is None:
                 out.flush()  # nothing queued: show what we have before blocking
@@ -392,4 +406,5 @@ def _print_messages(consumer: Consumer, args: argparse.Namespace, plan: Plan,
             if plan.group is not None:
                 consumer.store_offsets(message=msg)
     finally:
+        signal.signal(signal.SIGINT, previous)
         out.flush()

@@ -7,6 +7,7 @@ real `samsa` command against a real broker; records are written or checked with 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -117,6 +118,8 @@ def test_consume_formatter_properties(broker: SamsaBroker) -> None:
     r = ok("consume", "fmt", "--partition", "0", "--offset", "earliest", "--max-messages", "1",
            "--timeout", "10", bs=bs)
     assert r.stdout == b"v1\n"
+    r = ok("consume", "fmt", "--partition", "0", "--offset", "latest", "--timeout", "1", bs=bs)
+    assert r.stdout == b""
 
     # the broker's time on a LogAppendTime topic; --formatter-property is Kafka 4.2's name
     make_topic(bs, "fmt-lat", **{"message.timestamp.type": "LogAppendTime"})
@@ -160,6 +163,36 @@ def test_consume_group_commits_and_resumes(broker: SamsaBroker) -> None:
            "--timeout", "20", bs=bs)
     assert r.stdout == b"late\n"
     assert committed(bs, "console-g", "grp", 2) == {0: 4, 1: 3}
+
+
+def test_consume_group_commits_on_ctrl_c(broker: SamsaBroker) -> None:
+    """Stopped with Ctrl-C (the usual end of an open-ended consume), --group still commits what
+    was printed."""
+    bs = broker.bootstrap
+    make_topic(bs, "grp-int")
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(5):
+        p.produce("grp-int", value=b"m%d" % i)
+    assert p.flush(15) == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
+    proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "consume", "grp-int",
+                             "--group", "console-int", "--from-beginning",
+                             "--bootstrap-server", bs], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(5)]  # blocks until printed (flushed)
+        assert lines == [b"m%d\n" % i for i in range(5)]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err
+    assert err.decode().splitlines()[-1] == "Processed a total of 5 messages"
+    assert committed(bs, "console-int", "grp-int", 1) == {0: 5}
 
 
 def test_consume_option_combinations(broker: SamsaBroker) -> None:
