@@ -195,6 +195,26 @@ def test_consume_group_commits_on_ctrl_c(broker: SamsaBroker) -> None:
     assert committed(bs, "console-int", "grp-int", 1) == {0: 5}
 
 
+def test_consume_isolation_level(broker: SamsaBroker) -> None:
+    """Kafka's console consumer reads uncommitted by default; --isolation-level read_committed
+    skips an aborted transaction."""
+    bs = broker.bootstrap
+    make_topic(bs, "iso")
+    p = Producer({"bootstrap.servers": bs, "transactional.id": "console-iso"})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce("iso", value=b"aborted")
+    p.flush(15)
+    p.abort_transaction(15)
+    p.begin_transaction()
+    p.produce("iso", value=b"committed")
+    p.commit_transaction(15)
+    base = ["consume", "iso", "--from-beginning", "--timeout", "3"]
+    assert ok(*base, bs=bs).stdout == b"aborted\ncommitted\n"
+    r = ok(*base, "--isolation-level", "read_committed", bs=bs)
+    assert r.stdout == b"committed\n"
+
+
 def test_consume_option_combinations(broker: SamsaBroker) -> None:
     bs = broker.bootstrap
     make_topic(bs, "combo")
