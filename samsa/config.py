@@ -268,7 +268,7 @@ _INT_BITS = {"short": 16, "int": 32, "long": 64}
 
 
 def _invalid(d: ConfigDef, value: str, why: str) -> ConfigError:
-    return ConfigError(f"Invalid value {value} for configuration {d.name}: {why}")
+    return ConfigError(f"Invalid value {value!r} for configuration {d.name}: {why}")
 
 
 def parse_value(d: ConfigDef, value: str) -> object:

@@ -335,6 +335,11 @@ def test_synonym_order_and_sources(tuned: SamsaBroker) -> None:
     assert [(s.name, s.value, s.source) for s in c.synonyms] == \
         [("log.retention.ms", "5000000", DYN_DEFAULT)]
 
+    # both dynamic layers are in the metadata log: a crash and restart keeps them
+    tuned.restart(hard=True)
+    assert kp_synonyms(kp_describe(bs, ConfigResourceType.TOPIC, "inherits")["retention.ms"]) == \
+        chain
+
     # dropping the broker's own value falls back to the cluster default
     ck_alter(bs, "broker", "1", "log.retention.ms", None, AlterConfigOpType.DELETE)
     e = ck_describe(bs, "topic", "inherits")["retention.ms"]
@@ -399,6 +404,11 @@ def test_empty_cleanup_policy_keeps_everything(tuned: SamsaBroker) -> None:
     assert log_start(bs, "twin") > 0  # retention ran ...
     time.sleep(1.0)  # ... five more retention checks
     assert log_start(bs, "keep") == 0  # ... and deleted nothing of the policy-less topic
+    # DeleteRecords needs the delete policy, as in Kafka
+    admin = AdminClient({"bootstrap.servers": bs})
+    fut = next(iter(admin.delete_records([TopicPartition("keep", 0, 5)]).values()))
+    with pytest.raises(Exception, match="POLICY_VIOLATION"):
+        fut.result(10)
     # APPEND brings a policy back
     ck_alter(bs, "topic", "keep", "cleanup.policy", "compact", AlterConfigOpType.APPEND)
     assert ck_describe(bs, "topic", "keep")["cleanup.policy"].value == "compact"
