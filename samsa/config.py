@@ -396,8 +396,10 @@ def validate_topic_configs(configs: dict[str, str | None]) -> None:
         d = TOPIC_CONFIGS.get(k)
         if d is None:
             raise ConfigError(f"Unknown topic config name: {k}")
-        if v is not None:
-            parse_value(d, v)
+        if v is not None and parse_value(d, v) is True and k == "remote.storage.enable":
+            # as a Kafka broker with remote.log.storage.system.enable=false (Samsa has no tiers)
+            raise ConfigError("Tiered Storage functionality is disabled in the broker. "
+                              "Topic cannot be configured with remote log storage.")
 
 
 def validate_broker_configs(configs: dict[str, str | None]) -> None:

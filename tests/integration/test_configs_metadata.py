@@ -365,6 +365,15 @@ def test_read_only_broker_configs_are_refused(tuned: SamsaBroker) -> None:
     create(bs, NewTopic("small", 1, 1, config={"segment.bytes": "1000"}))
 
 
+def test_remote_storage_refused(samsa_broker: SamsaBroker) -> None:
+    """Samsa has no tiered storage: like a Kafka 4.0 broker without it, INVALID_CONFIG."""
+    admin = AdminClient({"bootstrap.servers": samsa_broker.bootstrap})
+    fut = admin.create_topics([NewTopic("tiered", 1, 1, config={"remote.storage.enable": "true"})])
+    with pytest.raises(Exception, match="INVALID_CONFIG") as err:
+        fut["tiered"].result(10)
+    assert "Tiered Storage functionality is disabled" in str(err.value)
+
+
 def test_static_log_segment_bytes_below_1mib_refused() -> None:
     broker = SamsaBroker(overrides={"log.segment.bytes": "1000"}, startup_timeout=20)
     try:

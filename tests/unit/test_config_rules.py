@@ -69,3 +69,9 @@ def test_topic_defaults_from_any_unit() -> None:
     assert cfg.topic_default("flush.ms") == ("1000", 4)  # log.flush.interval.ms unset
     assert cfg.topic_default("segment.ms") == ("604800000", 5)
     assert BrokerConfig({"log.retention.ms": "-1"}).topic_default("retention.ms") == ("-1", 4)
+
+
+def test_remote_storage_refused_without_tiered_storage() -> None:
+    with pytest.raises(ConfigError, match="Tiered Storage functionality is disabled"):
+        validate_topic_configs({"remote.storage.enable": "true"})
+    validate_topic_configs({"remote.storage.enable": "false", "local.retention.ms": "-2"})
