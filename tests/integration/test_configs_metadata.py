@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -179,8 +179,9 @@ KP_SOURCES = {"DYNAMIC_TOPIC_CONFIG": TOPIC_SRC, "TOPIC_CONFIG": TOPIC_SRC,
 
 @pytest.fixture(scope="module")
 def tuned() -> Any:
-    """A broker with a static log.retention.hours (a synonym in other units) and fast retention."""
-    with SamsaBroker(overrides={"log.retention.hours": "48",
+    """A broker with a static log.retention.hours (a synonym in other units), fast retention and
+    a fast cleaner."""
+    with SamsaBroker(overrides={"log.retention.hours": "48", "log.cleaner.backoff.ms": "200",
                                 "log.retention.check.interval.ms": "200"}) as b:
         yield b
 
@@ -396,23 +397,47 @@ def log_start(bs: str, topic: str) -> int:
     return int(next(iter(got.values())).result(10).offset)
 
 
+def count_records(bs: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bs, "group.id": "count", "enable.partition.eof": True,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    n = 0
+    try:
+        for _ in range(200):  # bounded: 30 records and one EOF
+            m = c.poll(5)
+            if m is None:
+                break
+            if m.error():
+                break  # partition EOF
+            n += 1
+    finally:
+        c.close()
+    return n
+
+
 def test_empty_cleanup_policy_keeps_everything(tuned: SamsaBroker) -> None:
     """SUBTRACT of the last policy leaves an empty cleanup.policy, valid in Kafka 4.0: neither
-    deleted by retention nor compacted (a delete-policy twin, same settings, shows retention runs)."""
+    deleted by retention nor compacted (twins with the same settings and policy delete or compact
+    show that retention and the cleaner do run)."""
     bs = tuned.bootstrap
     small = {"segment.bytes": "1000", "retention.ms": "1", "min.cleanable.dirty.ratio": "0.01"}
-    create(bs, *(NewTopic(t, 1, 1, config=small) for t in ("keep", "twin")))
+    create(bs, *(NewTopic(t, 1, 1, config=small) for t in ("keep", "twin")),
+           NewTopic("ctwin", 1, 1, config={**small, "cleanup.policy": "compact"}))
     ck_alter(bs, "topic", "keep", "cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
     e = ck_describe(bs, "topic", "keep")["cleanup.policy"]
     assert (e.value, e.source) == ("", TOPIC_SRC)
-    fill(bs, "keep", 30)
-    fill(bs, "twin", 30)
+    for t in ("keep", "twin", "ctwin"):
+        fill(bs, t, 30)
     deadline = time.monotonic() + 20
     while log_start(bs, "twin") == 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert log_start(bs, "twin") > 0  # retention ran ...
-    time.sleep(1.0)  # ... five more retention checks
-    assert log_start(bs, "keep") == 0  # ... and deleted nothing of the policy-less topic
+    while count_records(bs, "ctwin") == 30 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert count_records(bs, "ctwin") < 30  # ... the cleaner ran ...
+    time.sleep(1.0)  # ... five more retention checks and cleaner passes
+    assert log_start(bs, "keep") == 0  # ... and neither touched the policy-less topic
+    assert count_records(bs, "keep") == 30
     # DeleteRecords needs the delete policy, as in Kafka
     admin = AdminClient({"bootstrap.servers": bs})
     fut = next(iter(admin.delete_records([TopicPartition("keep", 0, 5)]).values()))
