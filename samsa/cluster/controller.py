@@ -8,7 +8,13 @@ import re
 import uuid
 from collections.abc import Sequence
 
-from samsa.config import TOPIC_CONFIGS, BrokerConfig, ConfigError, validate_topic_configs
+from samsa.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    validate_broker_configs,
+    validate_topic_configs,
+)
 from samsa.protocol.errors import Err
 from samsa.storage.log import LogConfig
 from samsa.storage.manager import LogManager
@@ -191,8 +197,9 @@ class Controller:
         self.logs.update_config(name, self.log_config(name))
 
     async def alter_broker_configs(self, changes: dict[str, str | None],
-                                   validate_only: bool) -> None:
-        """Dynamic cluster-wide defaults for topic configs (Kafka's log.* synonyms)."""
+                                   validate_only: bool, node: str = "") -> None:
+        """Dynamic broker settings (Kafka's log.* synonyms of topic configs): cluster-wide
+        defaults (node "") or this broker's own (node = its id)."""
         by_syn = {d.broker_synonym: d for d in TOPIC_CONFIGS.values() if d.broker_synonym}
         for k, v in changes.items():
             d = by_syn.get(k)
@@ -201,12 +208,12 @@ class Controller:
                                       f"Cannot update broker config {k} dynamically")
             if v is not None:
                 try:
-                    validate_topic_configs({d.name: v})
+                    validate_broker_configs({k: v})
                 except ConfigError as e:
                     raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
         if validate_only:
             return
-        await self.meta.write([{"type": "broker_config", "configs": changes}])
+        await self.meta.write([{"type": "broker_config", "configs": changes, "node": node}])
         for name in self.image.topics:
             self.logs.update_config(name, self.log_config(name))
 
