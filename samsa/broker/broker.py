@@ -14,6 +14,8 @@ from samsa.cluster.metadata import MetadataLog
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from samsa.protocol import apis
+from samsa.protocol.codec import warm_up
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
@@ -60,6 +62,7 @@ class Broker:
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
     async def start(self) -> None:
+        warm_up(apis.SUPPORTED)
         clean = self.logs.detect_clean()
         meta_dir = self.config.log_dirs[0]
         self.meta = MetadataLog(Path(meta_dir), clean)

@@ -129,6 +129,26 @@ def _string(name: str, flexible: bool, nullable: bool, is_bytes: bool) -> Reader
     return read
 
 
+def _client_id(w: _Walk, pos: int, end: int) -> int:
+    """The header's client id: like Kafka (Java's decoder), invalid UTF-8 is not an error but
+    replaced (U+FFFD), so the frame handed to kio gets the repaired bytes."""
+    if 2 > end - pos:
+        raise MalformedRequest("field client_id runs past the end of the frame")
+    length = _I16(w.buf, pos)[0]
+    if length < 0:
+        if length == -1:
+            return pos + 2
+        raise MalformedRequest(f"field client_id has length {length}")
+    stop = _need(pos + 2, length, end, "field client_id")
+    raw = w.buf[pos + 2 : stop]
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        fixed = raw.decode(errors="replace").encode()[:MAX_STRING]
+        w.cuts.append((pos, stop, struct.pack(">h", len(fixed)) + fixed))
+    return stop
+
+
 def _array(name: str, flexible: bool, nullable: bool, element: Reader, element_size: int) -> Reader:
     def read(w: _Walk, pos: int, end: int) -> int:
         if flexible:
@@ -177,7 +197,7 @@ def _field_reader(f: Any, flexible: bool, is_header: bool, is_tag: bool) -> Read
     nullable = False if is_tag else is_optional(f)
     name = f.name
     if is_header and name == "client_id":  # always a legacy nullable string (KIP-482)
-        return _string(name, False, True, False)
+        return _client_id
     if isinstance(kind, EntityField):
         inner = _entity(kind.type_)
         return _nullable_struct(name, inner) if nullable else inner

@@ -144,3 +144,14 @@ def test_no_mutation_aborts_the_decoder(shard: int) -> None:
                           text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert int(proc.stdout.split()[-1]) > 10_000
+
+
+def test_client_id_with_invalid_utf8_is_repaired_not_refused() -> None:
+    """Kafka decodes the client id leniently (replacement characters); so does the guard."""
+    frame = frame_of(18, 3)
+    good = b"guard"
+    assert good in frame
+    bad = b"\xff\xfe\xc3("
+    mutated = frame.replace(b"\x00\x05" + good, b"\x00\x04" + bad, 1)
+    header, _ = decode_request(18, 3, mutated)
+    assert header.client_id == "\ufffd\ufffd\ufffd("
