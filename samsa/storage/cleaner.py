@@ -337,6 +337,10 @@ class LogCleaner:
         # stable offset) are never cleaned
         lso = lg.last_stable_offset
         uncleanable = min(lg.active.base, segs[max(lg._segment_index(lso), 0)].base)
+        # nor anything not yet fsynced: a record the cleaner drops must not depend on a later one
+        # that a power loss could still take away (with flush.messages=1 the earlier one was
+        # acknowledged as durable)
+        uncleanable = min(uncleanable, segs[lg._segment_index(lg.flushed_offset)].base)
         dirty_closed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base > first_dirty]
         if cfg.min_compaction_lag_ms > 0:
             for s in dirty_closed:

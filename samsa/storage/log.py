@@ -135,6 +135,7 @@ class PartitionLog:
         # the last flush: a flush fsyncs them too, or an acknowledged record could sit in a file
         # that a power loss unlinks
         self._sync_dirs: set[Path] = set()
+        self._rolled_synced: dict[int, int] = {}  # rolled segments synced out of order
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
@@ -263,6 +264,7 @@ class PartitionLog:
             return False
         next_base = self.segments[end].base
         swap = self.dir / swap_name(old[0].base, next_base)
+        self._sync_dirs.add(self.dir)  # the cleaner fsyncs it after the swap; a flush may first
         fsio.rename(cleaned[0], swap)
         _step("swap-named")
         for seg in old:
@@ -358,20 +360,32 @@ class PartitionLog:
         if loop is not None and _pin(old):
             fut = loop.run_in_executor(None, old.flush)
             base = self.active.base
-            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old))
+            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old, old.base))
         else:
             old.flush()
-            self._rolled_flushed(None, self.active.base)
+            self._rolled_flushed(None, self.active.base, None, old.base)
 
     def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int,
-                        pinned: Segment | None = None) -> None:
+                        pinned: Segment | None = None, old_base: int = -1) -> None:
+        """A rolled segment [old_base, base) is synced. The flushed offset and the recovery point
+        move past it only once everything before it is synced too: background fsyncs of
+        successive rolls may finish out of order."""
         if pinned is not None:
             pinned.release()
         if fut is not None and fut.exception() is not None:
             return
-        if not self.deleted and base > self.recovery_point:
-            self.recovery_point = base
-            self.flushed_offset = max(self.flushed_offset, base)
+        self._rolled_synced[old_base] = base
+        moved = -1
+        while True:
+            nxt = max((b for start, b in self._rolled_synced.items()
+                       if start <= self.flushed_offset < b), default=-1)
+            if nxt < 0:
+                break
+            self.flushed_offset = moved = nxt
+        self._rolled_synced = {a: b for a, b in self._rolled_synced.items()
+                               if b > self.flushed_offset}
+        if not self.deleted and moved > self.recovery_point:
+            self.recovery_point = moved  # a segment base: segments from it on are rescanned
             self._write_meta()
 
     def append(self, batch: bytearray, now_ms: int | None = None) -> tuple[int, int]:
