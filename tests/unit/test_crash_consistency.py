@@ -416,3 +416,16 @@ def test_cleaner_never_drops_a_record_for_an_unsynced_successor(tmp_path: Path) 
         if op[0] != "end":
             replay.step(op)
     assert not failures, "\n".join(failures[:5])
+
+
+def test_out_of_order_roll_fsyncs_move_the_flushed_offset_in_order(tmp_path: Path) -> None:
+    """Background fsyncs of two rolled segments finish in the wrong order: the later one alone
+    must not move the flushed offset (a flush starts from it and would skip the earlier one)."""
+    lg = PartitionLog.open(tmp_path / "t-0", "t", 0, LogConfig(), clean=True)
+    lg.flushed_offset = lg.recovery_point = 0
+    lg._rolled_synced.clear()
+    lg._rolled_flushed(None, 20, None, 10)  # [10, 20) synced, [0, 10) not yet
+    assert lg.flushed_offset == 0 and lg.recovery_point == 0
+    lg._rolled_flushed(None, 10, None, 0)  # now both
+    assert lg.flushed_offset == 20 and lg.recovery_point == 20
+    lg.close()
