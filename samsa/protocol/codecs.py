@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 
 import cramjam
 import lz4.frame
@@ -21,28 +22,110 @@ _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _zstd_c = zstandard.ZstdCompressor()
 
 
-def decompress(codec: int, data: bytes | memoryview) -> bytes:
+# Decompressed size used when the caller gives no bound (the broker's own logs, tools, tests).
+DEFAULT_LIMIT = 1 << 30
+
+
+class CorruptPayload(ValueError):
+    """A compressed records payload that does not decompress (garbage, empty, truncated or
+    followed by stray bytes) or that would decompress past the caller's limit."""
+
+
+def decompress(codec: int, data: bytes | memoryview, limit: int = DEFAULT_LIMIT) -> bytes:
+    """The records section of a batch compressed with `codec`, at most `limit` bytes long.
+    Every failure is a CorruptPayload; memory use is bounded by `limit` whatever the input."""
     if codec == NONE:
         return bytes(data)
-    if codec == GZIP:
-        return gzip.decompress(data)
-    if codec == SNAPPY:
-        raw = bytes(data)
-        if raw.startswith(_XERIAL_MAGIC):
-            out = bytearray()
-            pos = 16
-            while pos < len(raw):
-                (n,) = struct.unpack_from(">i", raw, pos)
-                pos += 4
-                out += bytes(cramjam.snappy.decompress_raw(raw[pos : pos + n]))
-                pos += n
+    if len(data) == 0:
+        raise CorruptPayload(f"empty {NAMES.get(codec, codec)} payload")
+    try:
+        if codec == GZIP:
+            return _gunzip(data, limit)
+        if codec == SNAPPY:
+            return _unsnappy(bytes(data), limit)
+        if codec == LZ4:
+            return _unlz4(data, limit)
+        if codec == ZSTD:
+            return _unzstd(bytes(data), limit)
+    except CorruptPayload:
+        raise
+    except Exception as e:  # each library has its own error types; all mean corrupt input
+        raise CorruptPayload(f"{NAMES[codec]} payload does not decompress: {e}") from None
+    raise CorruptPayload(f"unknown compression codec {codec}")
+
+
+def _too_big(codec: str, limit: int) -> CorruptPayload:
+    return CorruptPayload(f"{codec} payload decompresses to more than {limit} bytes")
+
+
+def _gunzip(data: bytes | memoryview, limit: int) -> bytes:
+    out = bytearray()
+    rest = bytes(data)
+    while True:  # concatenated members are one stream (as Java's GZIPInputStream reads them)
+        d = zlib.decompressobj(31)
+        out += d.decompress(rest, limit + 1 - len(out))
+        if len(out) > limit or d.unconsumed_tail:
+            raise _too_big("gzip", limit)
+        if not d.eof:
+            raise CorruptPayload("gzip payload is truncated")
+        rest = d.unused_data
+        if not rest:
             return bytes(out)
-        return bytes(cramjam.snappy.decompress_raw(raw))
-    if codec == LZ4:
-        return bytes(lz4.frame.decompress(bytes(data)))
-    if codec == ZSTD:
-        return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data)))
-    raise ValueError(f"unknown compression codec {codec}")
+        if not rest.startswith(b"\x1f\x8b"):
+            raise CorruptPayload(f"{len(rest)} stray bytes after the gzip payload")
+
+
+def _unsnappy(raw: bytes, limit: int) -> bytes:
+    if not raw.startswith(_XERIAL_MAGIC):
+        return _snappy_block(raw, limit)
+    if len(raw) < 16:
+        raise CorruptPayload("snappy xerial header is truncated")
+    out = bytearray()
+    pos = 16
+    while pos < len(raw):
+        if pos + 4 > len(raw):
+            raise CorruptPayload("snappy xerial block length is truncated")
+        (n,) = struct.unpack_from(">i", raw, pos)
+        pos += 4
+        if n < 0 or pos + n > len(raw):
+            raise CorruptPayload(f"snappy xerial block of {n} bytes overruns the payload")
+        out += _snappy_block(raw[pos : pos + n], limit - len(out))
+        pos += n
+    return bytes(out)
+
+
+def _snappy_block(block: bytes, limit: int) -> bytes:
+    if int(cramjam.snappy.decompress_raw_len(block)) > limit:  # the block's declared size
+        raise _too_big("snappy", limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _unlz4(data: bytes | memoryview, limit: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(bytes(data), max_length=limit + 1)
+    if len(out) > limit or (not d.eof and not d.needs_input):
+        raise _too_big("lz4", limit)
+    if not d.eof:
+        raise CorruptPayload("lz4 payload is truncated")
+    if d.unused_data:
+        raise CorruptPayload(f"{len(d.unused_data)} stray bytes after the lz4 frame")
+    return bytes(out)
+
+
+def _unzstd(raw: bytes, limit: int) -> bytes:
+    size = zstandard.frame_content_size(raw)
+    if size > limit:
+        raise _too_big("zstd", limit)
+    dctx = zstandard.ZstdDecompressor(max_window_size=max(1 << 20, min(limit, 1 << 27)))
+    if size < 0:  # size not in the frame header: a first pass that stops at the limit
+        dctx.decompress(raw, max_output_size=limit)
+    d = dctx.decompressobj()
+    out = d.decompress(raw)  # now bounded: by the header's size or by the first pass
+    if not d.eof:
+        raise CorruptPayload("zstd payload is truncated")
+    if d.unused_data:
+        raise CorruptPayload(f"{len(d.unused_data)} stray bytes after the zstd frame")
+    return bytes(out)
 
 
 def compress(codec: int, data: bytes) -> bytes:
