@@ -101,31 +101,58 @@ def _snappy_block(block: bytes, limit: int) -> bytes:
 
 
 def _unlz4(data: bytes | memoryview, limit: int) -> bytes:
+    raw = bytes(data)
+    declared = lz4.frame.get_frame_info(raw)["content_size"]  # 0: not given
+    if declared > limit:
+        raise _too_big("lz4", limit)
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(bytes(data), max_length=limit + 1)
-    if len(out) > limit or (not d.eof and not d.needs_input):
+    # The output buffer is allocated at max_length up front: start at the declared size (or a
+    # guess) and grow by doubling, so memory follows the real output, never past the limit.
+    step = declared + 1 if declared else max(64 << 10, 4 * len(raw))
+    parts = [d.decompress(raw, max_length=min(step, limit + 1))]
+    total = len(parts[0])
+    while not d.eof and not d.needs_input and total <= limit:
+        step *= 2
+        parts.append(d.decompress(b"", max_length=min(step, limit + 1 - total)))
+        total += len(parts[-1])
+    if total > limit:
         raise _too_big("lz4", limit)
     if not d.eof:
         raise CorruptPayload("lz4 payload is truncated")
     if d.unused_data:
         raise CorruptPayload(f"{len(d.unused_data)} stray bytes after the lz4 frame")
-    return bytes(out)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _unzstd(raw: bytes, limit: int) -> bytes:
-    size = zstandard.frame_content_size(raw)
+    size = zstandard.frame_content_size(raw)  # -1: not in the header (Java, librdkafka streams)
     if size > limit:
         raise _too_big("zstd", limit)
     dctx = zstandard.ZstdDecompressor(max_window_size=max(1 << 20, min(limit, 1 << 27)))
-    if size < 0:  # size not in the frame header: a first pass that stops at the limit
-        dctx.decompress(raw, max_output_size=limit)
-    d = dctx.decompressobj()
-    out = d.decompress(raw)  # now bounded: by the header's size or by the first pass
-    if not d.eof:
-        raise CorruptPayload("zstd payload is truncated")
-    if d.unused_data:
-        raise CorruptPayload(f"{len(d.unused_data)} stray bytes after the zstd frame")
+    out = dctx.decompress(raw, max_output_size=limit)  # whole frame or an error; bounded
+    if size < 0 and len(out) > limit:
+        raise _too_big("zstd", limit)
+    end = _zstd_frame_end(raw)
+    if end != len(raw):
+        raise CorruptPayload(f"{len(raw) - end} stray bytes after the zstd frame")
     return bytes(out)
+
+
+def _zstd_frame_end(raw: bytes) -> int:
+    """Where the first zstd frame of raw ends (RFC 8878 3.1.1), from its header and block
+    headers; called once the frame has decompressed, so the structure is known to be sound."""
+    fhd = raw[4]
+    did = (0, 1, 2, 4)[fhd & 3]
+    single = (fhd >> 5) & 1
+    fcs = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    pos = 5 + (0 if single else 1) + did + fcs
+    while True:
+        (hdr,) = struct.unpack_from("<I", raw[pos : pos + 3] + b"\x00")
+        kind, bsize = (hdr >> 1) & 3, hdr >> 3
+        pos += 3 + (1 if kind == 1 else bsize)
+        if hdr & 1:
+            break
+    return pos + (4 if fhd & 4 else 0)
 
 
 def compress(codec: int, data: bytes) -> bytes:

@@ -152,7 +152,8 @@ def test_c_and_python_agree_on_arbitrary_bytes(body: bytes, count: int) -> None:
 
 
 _near = st.one_of(st.integers(-3, 3), st.sampled_from([-2**31, 2**31 - 1, -(2**20), 2**20]))
-_field_rec = st.tuples(st.one_of(st.none(), st.binary(max_size=12)), st.one_of(st.none(), st.binary(max_size=12)),
+_field_rec = st.tuples(st.one_of(st.none(), st.binary(max_size=12)),
+                       st.one_of(st.none(), st.binary(max_size=12)),
                        st.lists(st.tuples(st.binary(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
                                 max_size=2),
                        st.sampled_from([None, "length", "klen", "vlen", "hcount", "delta", "extra",
