@@ -143,8 +143,7 @@ def validate_records(batch: bytes | memoryview, h: BatchHeader, *, max_message_b
     body = memoryview(batch)[HEADER_SIZE : h.size]
     if h.compression:
         try:
-            body = memoryview(codecs.decompress(h.compression, body,
-                                                decompression_limit(max_message_bytes)))
+            body = codecs.decompress_view(h.compression, body, decompression_limit(max_message_bytes))
         except codecs.CorruptPayload as e:
             raise InvalidBatch(CORRUPT_MESSAGE, str(e)) from None
     try:

@@ -76,13 +76,18 @@ def test_client_built_batches_pass() -> None:
         assert keyless == [i for i in range(50) if i % 3 == 0], codec
 
 
+@pytest.mark.parametrize("fn", [codecs.decompress, codecs.decompress_view], ids=["bytes", "view"])
 @pytest.mark.parametrize("codec", [c for c in codecs.NAMES if c != codecs.NONE])
-def test_decompression_stops_at_the_limit(codec: int) -> None:
-    data = good = b"".join(record(i, value=b"x" * 1000) for i in range(100))
-    stream = codecs.compress(codec, data)
-    assert codecs.decompress(codec, stream, limit=len(good)) == good
+def test_decompression_stops_at_the_limit(codec: int, fn) -> None:  # type: ignore[no-untyped-def]
+    good = b"".join(record(i, value=b"x" * 1000) for i in range(3000))  # 3 MB: the buffer grows
+    stream = codecs.compress(codec, good)
+    assert bytes(fn(codec, stream, len(good))) == good
     with pytest.raises(codecs.CorruptPayload):
-        codecs.decompress(codec, stream, limit=len(good) - 1)
+        fn(codec, stream, len(good) - 1)
+    with pytest.raises(codecs.CorruptPayload):
+        fn(codec, stream[:-3], len(good))
+    with pytest.raises(codecs.CorruptPayload):
+        fn(codec, stream + b"\x00junk", len(good))
 
 
 def test_decompression_limit_follows_max_message_bytes() -> None:
