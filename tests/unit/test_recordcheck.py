@@ -201,3 +201,18 @@ def test_c_and_python_agree_on_fields_off_by_a_little(recs, count_delta) -> None
     if count_delta == 0 and all(r[3] is None or (r[4] == 0 and r[3] in ("klen", "vlen", "hcount", "delta"))
                                 for r in recs):
         assert c[0] == "ok"
+
+
+@settings(max_examples=300, deadline=None)
+@given(codec=st.sampled_from([c for c in codecs.NAMES if c != codecs.NONE]),
+       muts=st.lists(_mutation, min_size=1, max_size=3), view=st.booleans())
+def test_mutated_streams_decompress_or_fail_as_corrupt(codec: int, muts, view: bool) -> None:  # type: ignore[no-untyped-def]
+    """Whatever a stream's bytes, decompression ends in CorruptPayload or output within the limit."""
+    data = b"".join(record(i, value=b"abc" * i) for i in range(40))
+    stream = _mutate(codecs.compress(codec, data), muts)
+    fn = codecs.decompress_view if view else codecs.decompress
+    try:
+        out = fn(codec, stream, 4 * len(data))
+    except codecs.CorruptPayload:
+        return
+    assert len(out) <= 4 * len(data)
