@@ -31,13 +31,18 @@ def _error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
 
 
 def _append_one(lg: PartitionLog, index: int, records: bytes | None,
-                now_ms: int, schema_check: SchemaCheck | None = None) -> dict[str, Any]:
+                now_ms: int, schema_check: SchemaCheck | None = None,
+                version: int = 11) -> dict[str, Any]:
     if records is None or len(records) == 0:
         return _error(index, Err.CORRUPT_MESSAGE, "empty record set")
     try:
         h = validate_single_batch(records)
     except InvalidBatch as e:
         return _error(index, e.code, str(e))
+    if h.compression == codecs.ZSTD and version < 7:  # Kafka: zstd needs Produce v7+ (KIP-110)
+        return _error(index, Err.UNSUPPORTED_COMPRESSION_TYPE,
+                      f"Produce requests with version {version} are not allowed to use ZStandard "
+                      "compression")
     cfg = lg.config
     if len(records) > cfg.max_message_bytes:
         return _error(index, Err.MESSAGE_TOO_LARGE,
@@ -103,7 +108,8 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if lg is None:
                 parts.append(_error(pd.index, Err.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name))
+            r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
+                            ctx.version)
             if r["error_code"] == 0 and lg.flush_due:
                 to_flush.append(lg)
             parts.append(r)
