@@ -216,3 +216,26 @@ def test_mutated_streams_decompress_or_fail_as_corrupt(codec: int, muts, view: b
     except codecs.CorruptPayload:
         return
     assert len(out) <= 4 * len(data)
+
+
+def test_without_the_extension_the_reference_is_used_with_a_warning() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, logging; logging.basicConfig(level=logging.WARNING); "
+            "sys.modules['samsa.protocol._recordcheck'] = None; "
+            "from samsa.protocol import recordcheck as r; "
+            "from tests.corrupt_records import batch, good_body, record; "
+            "from samsa.protocol.batch import validate_single_batch, InvalidBatch; "
+            "assert r.check is r.check_py and r.check_c is None; "
+            "b = batch(record(0, klen=50), 1); h = validate_single_batch(b)\n"
+            "try:\n r.validate_records(b, h, max_message_bytes=1 << 20)\n"
+            "except InvalidBatch as e:\n print('refused', e.code)")
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]  # `python -c` imports from its working directory
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert "refused 87" in out.stdout
+    assert "_recordcheck is not built" in out.stderr
