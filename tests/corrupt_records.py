@@ -13,6 +13,7 @@ import zstandard
 
 from samsa.protocol import codecs
 from samsa.protocol.records import encode_raw_batch, write_varint
+from samsa.protocol.varint import uvarint as _uvarint
 
 TS = 1_700_000_000_000
 CORRUPT_MESSAGE, INVALID_RECORD = 2, 87
@@ -85,13 +86,6 @@ def _bomb(codec: int) -> bytes:
     return _uvarint(BOMB_SIZE) + b"\x00"
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _gz(data: bytes) -> bytes:
