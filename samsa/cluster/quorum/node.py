@@ -191,6 +191,11 @@ class RaftNode:
         """
         return offset > leader.epoch_start_offset
 
+    def _epoch_opening_entries(self, epoch: int) -> list[Entry]:
+        """The LeaderChange control record that opens an epoch: once it is on a majority the
+        high watermark may move, which commits the tail left by earlier epochs with it."""
+        return [Entry(epoch, b"LeaderChange:%d" % self.node_id, control=True)]
+
     # ------------------------------------------------------------------ state
     def _initial_state(self, rec: QuorumStateRecord | None) -> EpochState:
         rec = rec or QuorumStateRecord(0, None, None)
@@ -273,8 +278,7 @@ class RaftNode:
             check_quorum_deadline=self._now + self._check_quorum_ms(),
         )
         self._set_state(leader)
-        # the LeaderChange control record opens the epoch; committing it commits the old tail
-        self._append([Entry(leader.epoch, b"LeaderChange:%d" % self.node_id, control=True)])
+        self._append(self._epoch_opening_entries(leader.epoch))
         self._update_high_watermark(leader)
 
     def _become_resigned(self) -> None:
@@ -299,11 +303,14 @@ class RaftNode:
             else:
                 self._become_unattached(epoch)
             return True
+        s = self.state
         if (
             epoch == self.epoch
             and leader_id >= 0
             and leader_id != self.node_id
-            and isinstance(self.state, Unattached | Prospective | Candidate)
+            and isinstance(s, Unattached | Prospective | Candidate)
+            # a prospective that left this very leader (fetch timeout) does not go back to it
+            and not (isinstance(s, Prospective) and s.leader_id == leader_id)
         ):
             self._become_follower(epoch, leader_id)
         return False
@@ -352,9 +359,11 @@ class RaftNode:
         if isinstance(s, Unattached):
             return s.election_deadline
         if isinstance(s, Prospective):
-            return s.election_deadline
+            return min(s.election_deadline, *s.retry_at.values(), NEVER)
         if isinstance(s, Candidate):
-            return s.backoff_until if s.backoff_until is not None else s.election_deadline
+            if s.backoff_until is not None:
+                return s.backoff_until
+            return min(s.election_deadline, *s.retry_at.values(), NEVER)
         rt = self.config.request_timeout_ms
         if isinstance(s, Leader):
             t = s.check_quorum_deadline if len(self.voters) > 1 else NEVER
@@ -385,12 +394,16 @@ class RaftNode:
         elif isinstance(s, Prospective):
             if now >= s.election_deadline:
                 self._prospective_lost()
+            else:
+                self._retry_votes(s, pre_vote=True)
         elif isinstance(s, Candidate):
             if s.backoff_until is not None:
                 if now >= s.backoff_until:
                     self._become_prospective()
             elif now >= s.election_deadline:
                 self._candidate_backoff()
+            else:
+                self._retry_votes(s, pre_vote=False)
         elif isinstance(s, Leader):
             if len(self.voters) > 1 and now >= s.check_quorum_deadline:
                 # check-quorum: no fetch from a majority for fetch.timeout * 1.5: step down
@@ -431,6 +444,13 @@ class RaftNode:
                     )
             if now >= s.election_deadline:
                 self._become_prospective()
+
+    def _retry_votes(self, s: Prospective | Candidate, pre_vote: bool) -> None:
+        for v in sorted(s.retry_at):
+            if self._now >= s.retry_at[v]:
+                del s.retry_at[v]
+                if v not in s.granted and v not in s.rejected:
+                    self._send(v, self._vote_request(v, s.epoch, pre_vote))
 
     def _prospective_lost(self) -> None:
         s = self.state
@@ -488,7 +508,9 @@ class RaftNode:
     def _handle(self, msg: m.Message) -> None:
         b = msg.body
         src = msg.src
-        if isinstance(b, m.FetchRequest):
+        if isinstance(b, m.RequestFailed):
+            self._on_request_failed(src, b.request)
+        elif isinstance(b, m.FetchRequest):
             self._on_fetch(src, b)
         elif isinstance(b, m.FetchResponse):
             self._on_fetch_response(src, b)
@@ -516,6 +538,27 @@ class RaftNode:
             self._on_fetch_snapshot_response(src, b)
         elif isinstance(b, m.DescribeQuorumRequest):
             self._send(src, self.describe())
+
+    def _on_request_failed(self, dst: int, req: object) -> None:
+        """A request of ours did not arrive: ask again after the retry backoff."""
+        s = self.state
+        retry = self._now + self.config.retry_backoff_ms
+        if isinstance(req, m.VoteRequest):
+            if (
+                isinstance(s, Prospective | Candidate)
+                and req.replica_epoch == s.epoch
+                and req.pre_vote == isinstance(s, Prospective)
+                and dst not in s.granted
+                and dst not in s.rejected
+            ):
+                s.retry_at[dst] = retry
+        elif isinstance(req, m.FetchRequest | m.FetchSnapshotRequest):
+            if isinstance(s, Follower) and req.current_leader_epoch == s.epoch and s.inflight is not None:
+                s.inflight = None
+                s.retry_at = retry
+        elif isinstance(req, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
+            if isinstance(s, Leader | Resigned) and req.leader_epoch == s.epoch and dst in s.unacked:
+                s.sent_at[dst] = retry - self.config.request_timeout_ms
 
     def _cluster_ok(self, cluster_id: str | None) -> bool:
         return cluster_id is None or self.cluster_id is None or cluster_id == self.cluster_id

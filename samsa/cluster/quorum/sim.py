@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 
 from samsa.cluster.quorum.config import QuorumConfig
 from samsa.cluster.quorum.log import Entry, MemoryLog, OffsetAndEpoch
-from samsa.cluster.quorum.messages import Message, VoteResponse
+from samsa.cluster.quorum.messages import (
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    Message,
+    RequestFailed,
+    VoteRequest,
+    VoteResponse,
+)
+
+_REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest)
 from samsa.cluster.quorum.node import NEVER, NotLeaderError, Output, RaftNode
 from samsa.cluster.quorum.state import QuorumStateRecord
 
@@ -180,7 +191,7 @@ class Simulation:
             loss=r.choice((0.0, 0.02, 0.1, 0.25)),
             max_delay_ms=r.choice((2, 10, 40, 300)),
             partition_every_ms=r.choice((NEVER, 1500, 600)),
-            crash_every_ms=r.choice((NEVER, 2000, 700)),
+            crash_every_ms=r.choice((NEVER, 2000, 700, 250)),
             snapshot_every_ms=r.choice((NEVER, 800)),
             propose_every_ms=r.choice((30, 120)),
         )
@@ -249,39 +260,46 @@ class Simulation:
     def _apply(self, sn: SimNode, out: Output) -> None:
         # the driver's contract: persist, then flush, then send; a crash can strike in between
         crash_at = -1
+        quick = False
         if not self.calm and self.faults.crash_every_ms < NEVER:
-            # crashes around an fsync are the interesting ones: strike there more often
-            p = 0.15 if out.persist is not None or _grants_vote(out) else 0.01
-            if self.rng.random() < p:
+            # crashes around an fsync are the interesting ones: strike there more often; a
+            # voter that crashes just after answering comes back at once (a supervisor restart),
+            # while the election it voted in is still running
+            if _grants_vote(out):
+                if self.rng.random() < 0.3:
+                    crash_at = self.rng.choice((0, 1, 2, 3, 3, 3))
+                    quick = True
+            elif self.rng.random() < (0.15 if out.persist is not None else 0.01):
                 crash_at = self.rng.randrange(4)
         if crash_at == 0:
-            self._crash_and_schedule(sn)
+            self._crash_and_schedule(sn, quick)
             return
         if out.persist is not None:
             sn.persisted = out.persist
         if crash_at == 1:
-            self._crash_and_schedule(sn)
+            self._crash_and_schedule(sn, quick)
             return
         if out.flush_log:
             sn.log.flush()
         if crash_at == 2:
-            self._crash_and_schedule(sn)
+            self._crash_and_schedule(sn, quick)
             return
         assert not sn.log.dirty, "the core left writes unflushed"
         self.checker.after_step(sn)
         for msg in out.messages:
             self._send(msg)
         if crash_at == 3:  # after the whole output: the messages are on their way
-            self._crash_and_schedule(sn)
+            self._crash_and_schedule(sn, quick)
             return
         if out.next_timer_ms < sn.timer_at or sn.timer_at <= self.now:
             sn.timer_at = out.next_timer_ms
             if sn.timer_at < NEVER:
                 self._at(max(sn.timer_at, self.now), "timer", (sn.node_id, sn.incarnation, sn.timer_at))
 
-    def _crash_and_schedule(self, sn: SimNode) -> None:
+    def _crash_and_schedule(self, sn: SimNode, quick: bool = False) -> None:
         self._crash(sn)
-        self._at(self.now + 1 + self.rng.randrange(self.rng.choice((20, 200, 1500))), "restart", sn.node_id)
+        pause = 1 + self.rng.randrange(5 if quick else self.rng.choice((20, 200, 1500)))
+        self._at(self.now + pause, "restart", sn.node_id)
 
     def _send(self, msg: Message) -> None:
         f = self.faults
@@ -396,8 +414,13 @@ class Simulation:
                 msg = payload
                 assert isinstance(msg, Message)
                 sn = self.nodes[msg.dst]
-                if sn.node is not None and (msg.src, msg.dst) not in self.blocked:
+                if (msg.src, msg.dst) in self.blocked:
+                    pass
+                elif sn.node is not None:
                     self._step(sn, [msg])
+                elif isinstance(msg.body, _REQUESTS):
+                    # connection refused: the sender's driver hears of it and tells the core
+                    self._at(self.now + 1, "msg", Message(msg.dst, msg.src, RequestFailed(msg.body)))
             elif kind == "timer":
                 nid, inc, at = payload  # type: ignore[misc]
                 sn = self.nodes[nid]

@@ -45,6 +45,7 @@ class Prospective:
     election_deadline: int
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
+    retry_at: dict[int, int] = field(default_factory=dict)  # voters to ask again (failed sends)
     name = "prospective"
 
 
@@ -58,6 +59,7 @@ class Candidate:
     granted: set[int] = field(default_factory=set)
     rejected: set[int] = field(default_factory=set)
     backoff_until: int | None = None
+    retry_at: dict[int, int] = field(default_factory=dict)
     name = "candidate"
 
 

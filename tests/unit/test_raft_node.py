@@ -1,0 +1,296 @@
+"""Single transitions of the KRaft Raft core, driven message by message (no network, no disk)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from samsa.cluster.quorum import messages as m
+from samsa.cluster.quorum.config import QuorumConfig
+from samsa.cluster.quorum.log import Entry, MemoryLog, OffsetAndEpoch
+from samsa.cluster.quorum.node import NotLeaderError, Output, RaftNode
+from samsa.cluster.quorum.state import QuorumStateRecord
+
+T0 = 10_000
+
+
+def make_log(*epochs: int) -> MemoryLog:
+    log = MemoryLog()
+    for i, e in enumerate(epochs):
+        log.append([Entry(e, b"x%d" % i)])
+    log.flush()
+    return log
+
+
+class Cluster:
+    """Nodes plus a FIFO of messages delivered instantly; persists and flushes as a driver must."""
+
+    def __init__(self, n: int = 3, config: QuorumConfig | None = None, logs=None, records=None):
+        self.config = config or QuorumConfig()
+        self.ids = list(range(1, n + 1))
+        self.logs = {i: (logs or {}).get(i) or MemoryLog() for i in self.ids}
+        self.persisted: dict[int, QuorumStateRecord | None] = dict((records or {}))
+        self.nodes = {i: self._new(i, T0) for i in self.ids}
+        self.queue: list[m.Message] = []
+        self.down: set[int] = set()
+        self.now = T0
+
+    def _new(self, i: int, now: int) -> RaftNode:
+        return RaftNode(i, self.ids, self.config, self.persisted.get(i), self.logs[i], random.Random(i), now)
+
+    def apply(self, i: int, out: Output) -> Output:
+        if out.persist is not None:
+            self.persisted[i] = out.persist
+        if out.flush_log:
+            self.logs[i].flush()
+        self.queue.extend(out.messages)
+        return out
+
+    def step(self, i: int, now: int | None = None, msgs=()) -> Output:
+        if now is not None:
+            self.now = now
+        return self.apply(i, self.nodes[i].step(self.now, list(msgs)))
+
+    def deliver(self, limit: int = 1000, drop=lambda msg: False) -> None:
+        for _ in range(limit):
+            if not self.queue:
+                return
+            msg = self.queue.pop(0)
+            if msg.dst in self.down or drop(msg):
+                continue
+            self.step(msg.dst, msgs=[msg])
+        raise AssertionError("messages did not settle")
+
+    def elect(self, i: int) -> None:
+        """Let node i's election timer fire (the others were created at T0, so theirs later)."""
+        self.step(i, T0 + 2 * self.config.election_timeout_ms)
+        self.deliver()
+        assert self.nodes[i].role == "leader"
+
+    def restart(self, i: int) -> None:
+        self.logs[i].crash()
+        self.nodes[i] = self._new(i, self.now)
+
+
+def test_pre_vote_does_not_bump_the_epoch():
+    c = Cluster()
+    voter = c.nodes[2]
+    c.step(2)  # start: persists the initial state
+    req = m.VoteRequest(None, 5, 1, 2, 0, 0, pre_vote=True)
+    out = c.step(2, msgs=[m.Message(1, 2, req)])
+    (resp,) = [x.body for x in out.messages]
+    assert isinstance(resp, m.VoteResponse) and resp.vote_granted and resp.pre_vote
+    assert voter.epoch == 0 and voter.role == "unattached"
+    assert out.persist is None  # nothing changed, nothing to persist
+    # and the prospective itself stays in its epoch while asking
+    c.queue.clear()
+    c.step(1, T0 + 2000)
+    assert c.nodes[1].role == "prospective" and c.nodes[1].epoch == 0
+    pre = [x.body for x in c.queue]
+    assert pre and all(isinstance(b, m.VoteRequest) and b.pre_vote and b.replica_epoch == 0 for b in pre)
+
+
+def test_a_real_vote_is_persisted_in_the_same_output_that_answers_it():
+    c = Cluster()
+    req = m.VoteRequest(None, 1, 1, 2, 0, 0, pre_vote=False)
+    out = c.step(2, msgs=[m.Message(1, 2, req)])
+    assert out.persist == QuorumStateRecord(1, None, 1)
+    assert any(isinstance(x.body, m.VoteResponse) and x.body.vote_granted for x in out.messages)
+    # after a crash-restart the persisted vote still binds: another candidate of epoch 1 is refused
+    c.restart(2)
+    out = c.step(2, msgs=[m.Message(3, 2, m.VoteRequest(None, 1, 3, 2, 0, 0, pre_vote=False))])
+    (resp,) = [x.body for x in out.messages]
+    assert not resp.vote_granted
+
+
+@pytest.mark.parametrize(
+    "last_epoch, last_offset",
+    [(1, 5), (2, 2)],  # an older last epoch (longer log), or the same epoch but shorter
+)
+def test_a_node_with_a_stale_log_is_refused(last_epoch, last_offset):
+    c = Cluster(logs={2: make_log(1, 1, 2)})
+    for pre_vote in (True, False):
+        req = m.VoteRequest(None, 3, 1, 2, last_epoch, last_offset, pre_vote)
+        out = c.step(2, msgs=[m.Message(1, 2, req)])
+        (resp,) = [x.body for x in out.messages]
+        assert not resp.vote_granted
+    assert c.nodes[2].epoch == 3  # the real request still moved it to the newer epoch
+    assert c.persisted[2] == QuorumStateRecord(3, None, None)
+
+
+def test_an_older_epoch_is_fenced():
+    c = Cluster(records={2: QuorumStateRecord(4, None, None)})
+    out = c.step(2, msgs=[m.Message(1, 2, m.VoteRequest(None, 3, 1, 2, 9, 9, False))])
+    (resp,) = [x.body for x in out.messages]
+    assert resp.error_code == m.FENCED_LEADER_EPOCH and resp.leader_epoch == 4 and not resp.vote_granted
+
+
+def test_election_pre_vote_then_vote_then_leader_change_record():
+    c = Cluster()
+    c.elect(1)
+    leader = c.nodes[1]
+    assert leader.epoch == 1
+    assert c.logs[1].entry(0).control  # the LeaderChange record opens the epoch
+    assert {c.nodes[2].leader_id, c.nodes[3].leader_id} == {1}
+    c.deliver()
+    assert leader.high_watermark == 1  # the followers fetched it: committed
+
+
+def test_follower_truncates_on_diverging_epoch_and_does_not_take_the_high_watermark():
+    log = make_log(1, 1, 2, 2)
+    c = Cluster(logs={2: log}, records={2: QuorumStateRecord(3, 1, None)})
+    out = c.step(2)
+    (fetch,) = [x.body for x in out.messages]
+    assert isinstance(fetch, m.FetchRequest) and (fetch.fetch_offset, fetch.last_fetched_epoch) == (4, 2)
+    resp = m.FetchResponse(
+        m.NONE, 1, 3, 3, 0, diverging_epoch=OffsetAndEpoch(2, 1), fetch_offset=4, last_fetched_epoch=2
+    )
+    out = c.step(2, msgs=[m.Message(1, 2, resp)])
+    assert log.end_offset == 2 and out.flush_log
+    # its remaining log is not yet known to match the leader's: no high watermark from this answer
+    assert c.nodes[2].high_watermark == 0
+    (fetch,) = [x.body for x in out.messages]
+    assert (fetch.fetch_offset, fetch.last_fetched_epoch) == (2, 1)
+    # a late answer to the old Fetch is ignored
+    c.step(2, msgs=[m.Message(1, 2, resp)])
+    assert log.end_offset == 2
+
+
+def test_leader_answers_diverging_epoch_and_the_follower_converges():
+    # node 1 leads with [1,1,3]; node 2 has [1,1,2,2] from a leader that lost epoch 2
+    logs = {1: make_log(1, 1, 3), 2: make_log(1, 1, 2, 2), 3: make_log(1, 1, 3)}
+    recs = {i: QuorumStateRecord(3, None, None) for i in (1, 2, 3)}
+    c = Cluster(logs=logs, records=recs)
+    c.elect(1)
+    c.deliver()
+    c.step(1, c.now + c.config.fetch_max_wait_ms)  # parked fetches answered with the new HW
+    c.deliver()
+    assert [e.epoch for e in c.logs[2].read(0, 10)] == [e.epoch for e in c.logs[1].read(0, 10)]
+    assert c.nodes[2].high_watermark == c.nodes[1].high_watermark == c.logs[1].end_offset
+
+
+def test_high_watermark_needs_an_entry_of_the_current_epoch_on_a_majority():
+    cfg = QuorumConfig(fetch_max_entries=3)
+    logs = {1: make_log(1, 1, 1)}
+    recs = {i: QuorumStateRecord(1, None, None) for i in (1, 2, 3)}
+    c = Cluster(config=cfg, logs=logs, records=recs)
+    c.step(1, T0 + 2000)
+    c.deliver(drop=lambda msg: msg.body.__class__ in (m.FetchRequest, m.FetchResponse))
+    leader = c.nodes[1]
+    assert leader.role == "leader" and leader.epoch == 2
+    start = leader.state.epoch_start_offset
+    assert start == 3
+    fetch = lambda off, ep: m.Message(2, 1, m.FetchRequest(None, 2, 2, off, ep, 0))  # noqa: E731
+    c.step(1, msgs=[fetch(0, 0)])
+    c.step(1, msgs=[fetch(3, 1)])  # node 2 holds the three epoch-1 entries: a majority has them
+    assert leader.high_watermark == 0  # ...but they are of an older epoch: not committed by count
+    c.step(1, msgs=[fetch(4, 2)])  # the LeaderChange record of epoch 2 is on a majority
+    assert leader.high_watermark == 4
+
+
+def test_leader_resigns_on_check_quorum():
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    t = c.now
+    # follower 2 keeps fetching: a majority (1 and 2) -- the leader stays
+    for k in range(1, 5):
+        c.now = t + k * 1000
+        c.queue.clear()
+        c.step(1, msgs=[m.Message(2, 1, m.FetchRequest(None, 2, 1, 1, 1, 0))])
+    assert c.nodes[1].role == "leader"
+    # then nobody fetches for fetch.timeout * 1.5
+    out = c.step(1, c.now + 3000)
+    assert c.nodes[1].role == "resigned"
+    ends = [x for x in out.messages if isinstance(x.body, m.EndQuorumEpochRequest)]
+    assert {x.dst for x in ends} == {2, 3}
+
+
+def test_resign_sends_end_quorum_epoch_and_preferred_successors_run_first():
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    c.down.add(3)  # node 3 falls behind
+    c.nodes[1].propose([b"a", b"b"])
+    c.step(1)
+    c.deliver()
+    c.down.clear()
+    out = c.apply(1, c.nodes[1].resign(c.now))
+    assert c.nodes[1].role == "resigned"
+    ends = {x.dst: x.body for x in out.messages if isinstance(x.body, m.EndQuorumEpochRequest)}
+    assert set(ends) == {2, 3}
+    assert ends[2].preferred_successors == (2, 3)  # best replicated first
+    c.queue.clear()
+    c.step(2, msgs=[m.Message(1, 2, ends[2])])
+    assert c.nodes[2].role == "prospective"  # first choice: stands at once
+    out3 = c.step(3, msgs=[m.Message(1, 3, ends[3])])
+    assert c.nodes[3].role == "follower"  # second choice: after a shorter timeout than fetch's
+    assert c.now < out3.next_timer_ms <= c.now + c.config.election_backoff_max_ms // 2
+    c.deliver()
+    assert c.nodes[2].role == "leader" and c.nodes[2].epoch == 2
+
+
+def test_restarted_leader_comes_back_resigned_and_cannot_vote_in_its_epoch():
+    c = Cluster()
+    c.elect(1)
+    c.restart(1)
+    assert c.nodes[1].role == "resigned" and c.nodes[1].epoch == 1
+    out = c.step(1, msgs=[m.Message(2, 1, m.VoteRequest(None, 1, 2, 1, 9, 9, False))])
+    assert not [x for x in out.messages if isinstance(x.body, m.VoteResponse)][0].body.vote_granted
+
+
+def test_fetch_below_the_log_start_gets_snapshot_id_then_fetch_snapshot():
+    cfg = QuorumConfig(snapshot_chunk_bytes=4)
+    c = Cluster(config=cfg)
+    c.elect(1)
+    c.deliver()
+    c.nodes[1].propose([b"a", b"b", b"c"])
+    c.step(1)
+    c.deliver()
+    leader = c.nodes[1]
+    hw = leader.high_watermark
+    assert hw == 4
+    c.logs[1].take_snapshot(OffsetAndEpoch(hw, 1), b"state-machine-image")
+    # node 3 loses its disk and comes back empty
+    c.logs[3] = MemoryLog()
+    c.persisted[3] = None
+    c.nodes[3] = c._new(3, c.now)
+    c.step(3, msgs=[m.Message(1, 3, m.BeginQuorumEpochRequest(None, 3, 1, 1))])
+    seen = []
+    for _ in range(50):
+        if not c.queue:
+            break
+        msg = c.queue.pop(0)
+        seen.append(type(msg.body).__name__)
+        c.step(msg.dst, msgs=[msg])
+    assert "FetchSnapshotRequest" in seen
+    assert c.logs[3].snapshot_id == OffsetAndEpoch(4, 1)
+    assert c.logs[3].read_snapshot(OffsetAndEpoch(4, 1)) == b"state-machine-image"
+    assert c.nodes[3].high_watermark == 4 and c.logs[3].start_offset == 4
+
+
+def test_propose_on_a_follower_names_the_leader():
+    c = Cluster()
+    c.elect(1)
+    with pytest.raises(NotLeaderError) as e:
+        c.nodes[2].propose([b"x"])
+    assert e.value.leader_id == 1 and e.value.epoch == 1
+
+
+def test_describe_quorum():
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    d = c.nodes[1].describe()
+    assert d.error_code == m.NONE and d.leader_id == 1 and d.high_watermark == 1
+    assert [v.replica_id for v in d.current_voters] == [1, 2, 3]
+    assert c.nodes[2].describe().error_code == m.NOT_LEADER_OR_FOLLOWER
+
+
+def test_memory_log_loses_unflushed_writes_on_crash():
+    log = make_log(1, 1)
+    log.append([Entry(1, b"late")])
+    log.truncate_to(1)
+    log.crash()
+    assert log.end_offset == 2
