@@ -30,7 +30,7 @@ class Cluster:
         self.config = config or QuorumConfig()
         self.ids = list(range(1, n + 1))
         self.logs = {i: (logs or {}).get(i) or MemoryLog() for i in self.ids}
-        self.persisted: dict[int, QuorumStateRecord | None] = dict((records or {}))
+        self.persisted: dict[int, QuorumStateRecord | None] = dict(records or {})
         self.nodes = {i: self._new(i, T0) for i in self.ids}
         self.queue: list[m.Message] = []
         self.down: set[int] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,11 +171,11 @@ class MemoryLog:
         d = self._durable
         for op, arg in self._pending:
             if op == "append":
-                d.entries.extend(arg)  # type: ignore[arg-type]
+                d.entries.extend(cast(list[Entry], arg))
             elif op == "truncate":
-                del d.entries[int(arg) - d.start :]  # type: ignore[call-overload]
+                del d.entries[cast(int, arg) - d.start :]
             else:
-                sid, data = arg  # type: ignore[misc]
+                sid, data = cast(tuple[OffsetAndEpoch, bytes], arg)
                 self._durable = d = _Image(sid.offset, [], (sid, data))
         self._pending.clear()
 

@@ -144,13 +144,16 @@ class DescribeQuorumResponse:
     observers: tuple[ReplicaState, ...] = ()
 
 
+Request = VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+
+
 @dataclass(frozen=True, slots=True)
 class RequestFailed:
     """Not an RPC: the driver tells the sender that `request` could not be delivered or answered
     (connection refused or dropped). The core retries after `controller.quorum.retry.backoff.ms`
     instead of waiting for `controller.quorum.request.timeout.ms`, as Kafka's client does."""
 
-    request: VoteRequest | BeginQuorumEpochRequest | EndQuorumEpochRequest | FetchRequest | FetchSnapshotRequest
+    request: Request
 
 
 Body = (

@@ -160,7 +160,7 @@ class RaftNode:
                 m.NOT_LEADER_OR_FOLLOWER, self._leader_or_nil(), self.epoch, -1
             )
         voters = [m.ReplicaState(self.node_id, self.log.end_offset, self._now, self._now)]
-        observers = []
+        observers: list[m.ReplicaState] = []
         for rid, p in sorted(s.replicas.items()):
             rs = m.ReplicaState(rid, p.end_offset, p.last_fetch_ms, p.last_caught_up_ms)
             (voters if rid in self.voters else observers).append(rs)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import random
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,10 +29,10 @@ from samsa.cluster.quorum.messages import (
     VoteRequest,
     VoteResponse,
 )
-
-_REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest)
 from samsa.cluster.quorum.node import NEVER, NotLeaderError, Output, RaftNode
 from samsa.cluster.quorum.state import QuorumStateRecord
+
+_REQUESTS = (VoteRequest, BeginQuorumEpochRequest, EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest)
 
 
 def _grants_vote(out: Output) -> bool:
@@ -422,7 +423,7 @@ class Simulation:
                     # connection refused: the sender's driver hears of it and tells the core
                     self._at(self.now + 1, "msg", Message(msg.dst, msg.src, RequestFailed(msg.body)))
             elif kind == "timer":
-                nid, inc, at = payload  # type: ignore[misc]
+                nid, inc, at = typing.cast(tuple[int, int, int], payload)
                 sn = self.nodes[nid]
                 if sn.node is not None and sn.incarnation == inc and sn.timer_at == at:
                     self._step(sn, [])
