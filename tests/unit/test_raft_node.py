@@ -40,11 +40,7 @@ class Cluster:
         return RaftNode(i, self.ids, self.config, self.persisted.get(i), self.logs[i], random.Random(i), now)
 
     def apply(self, i: int, out: Output) -> Output:
-        if out.persist is not None:
-            self.persisted[i] = out.persist
-        if out.flush_log:
-            self.logs[i].flush()
-        self.queue.extend(out.messages)
+        out.apply(lambda rec: self.persisted.__setitem__(i, rec), self.logs[i].flush, self.queue.append)
         return out
 
     def step(self, i: int, now: int | None = None, msgs=()) -> Output:
@@ -294,3 +290,30 @@ def test_memory_log_loses_unflushed_writes_on_crash():
     log.truncate_to(1)
     log.crash()
     assert log.end_offset == 2
+
+
+def test_output_apply_runs_persist_then_flush_then_send():
+    c = Cluster()
+    out = c.nodes[2].step(T0, [m.Message(1, 2, m.VoteRequest(None, 1, 1, 2, 0, 0, False))])
+    order = []
+    out.apply(
+        lambda rec: order.append(("persist", rec.voted_id)),
+        lambda: order.append(("flush", None)),
+        lambda msg: order.append(("send", type(msg.body).__name__)),
+        lambda hw: order.append(("commit", hw)),
+    )
+    assert order[0] == ("persist", 1) and ("send", "VoteResponse") in order
+    assert order.index(("persist", 1)) < order.index(("send", "VoteResponse"))
+
+
+def test_a_single_voter_elects_itself_and_commits_alone():
+    log = MemoryLog()
+    node = RaftNode(1, [1], QuorumConfig(), None, log, random.Random(1), 0)
+    out = node.step(2000)
+    assert node.role == "leader" and node.epoch == 1 and out.persist == QuorumStateRecord(1, 1, 1)
+    node.propose([b"a"])
+    out = node.step(2001)
+    assert out.flush_log and out.high_watermark == 2 == node.high_watermark
+    # no check-quorum for a quorum of one
+    node.step(100_000)
+    assert node.role == "leader"

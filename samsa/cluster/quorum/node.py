@@ -21,7 +21,7 @@ and must load the leader's snapshot with FetchSnapshot).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from samsa.cluster.quorum import messages as m
@@ -61,6 +61,23 @@ class Output:
     messages: list[m.Message] = field(default_factory=list)
     high_watermark: int | None = None  # new high watermark, when it moved
     next_timer_ms: int = NEVER  # call `step` again at this time at the latest
+
+    def apply(
+        self,
+        persist: Callable[[QuorumStateRecord], None],
+        flush_log: Callable[[], None],
+        send: Callable[[m.Message], None],
+        commit: Callable[[int], None] | None = None,
+    ) -> None:
+        """Run the effects in the only safe order; each callable returns once it is durable."""
+        if self.persist is not None:
+            persist(self.persist)
+        if self.flush_log:
+            flush_log()
+        for msg in self.messages:
+            send(msg)
+        if commit is not None and self.high_watermark is not None:
+            commit(self.high_watermark)
 
 
 class RaftNode:

@@ -483,3 +483,29 @@ def run_schedule(seed: int, n: int, **kw: object) -> Result:
         return Simulation(seed, n, **kw).run()  # type: ignore[arg-type]
     except (Violation, AssertionError) as e:
         raise Violation(f"seed {seed} (n={n}): {e}  [replay: SAMSA_RAFT_SEED={seed}]") from e
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m samsa.cluster.quorum.sim [--n 3] [--seeds 100 | --seed S]`: run or replay."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--n", type=int, default=3)
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--seeds", type=int, default=100)
+    args = ap.parse_args(argv)
+    seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
+    for seed in seeds:
+        try:
+            r = run_schedule(seed, args.n)
+        except Violation as e:
+            print(e)
+            return 1
+        if args.seed is not None:
+            print(r)
+    print(f"{len(seeds)} schedule(s) of {args.n} voters: no violation")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
