@@ -30,6 +30,23 @@ def health(fuzz_broker: SamsaBroker) -> Health:
     return h
 
 
+@pytest.fixture(autouse=True)
+def _per_test_broker_state(request: pytest.FixtureRequest) -> None:
+    """Each test answers for its own log lines, and starts with a live broker: one that an
+    earlier test killed is restarted (same data dir: crash recovery) so failures stay apart."""
+    if "health" not in request.fixturenames:
+        return
+    h: Health = request.getfixturevalue("health")
+    proc = h.broker.proc
+    if proc is None or proc.poll() is not None:
+        h.broker.kill()
+        h.broker.start()
+        h.baseline_mb = None
+        h.log_mark = len(h.broker.log_text())
+        h.check("restarted after an earlier test killed the broker")
+    h.log_mark = len(h.broker.log_text())
+
+
 @pytest.fixture
 def rng(request: pytest.FixtureRequest) -> random.Random:
     return rng_for(request.node.nodeid)

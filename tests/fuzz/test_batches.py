@@ -180,7 +180,9 @@ def cases(rng: random.Random) -> list[tuple[str, bytes]]:
                                   codec=codec)))
     for name, (payload, codec) in bad_streams(rng).items():
         out.append((name, batch(payload, count=20, codec=codec)))
-    return out
+    # a batch that moves the log end by 2^31 when wrongly accepted goes last: it would change what
+    # the cases after it meet
+    return sorted(out, key=lambda c: "0x7FFFFFFF" in c[0])
 
 
 class Conn:
@@ -217,13 +219,17 @@ class Conn:
         return int(p.offset)
 
 
-@pytest.fixture(scope="module")
-def batch_topics(fuzz_broker: SamsaBroker) -> list[str]:
-    a = AdminClient({"bootstrap.servers": fuzz_broker.bootstrap})
-    fs = a.create_topics([NewTopic(t, 1, 1, config=c) for t, c in TOPICS.items()])
+def _create(broker: SamsaBroker, suffix: str) -> list[str]:
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    fs = a.create_topics([NewTopic(t + suffix, 1, 1, config=c) for t, c in TOPICS.items()])
     for f in fs.values():
         f.result(15)
-    return list(TOPICS)
+    return [t + suffix for t in TOPICS]
+
+
+@pytest.fixture(scope="module")
+def batch_topics(fuzz_broker: SamsaBroker) -> list[str]:
+    return _create(fuzz_broker, "")
 
 
 def test_malformed_batches_are_rejected_and_not_stored(fuzz_broker: SamsaBroker, health: Health,
@@ -270,17 +276,17 @@ def test_malformed_batches_are_rejected_and_not_stored(fuzz_broker: SamsaBroker,
     health.check("malformed batches")
 
 
-def test_good_batches_of_every_codec_still_accepted(fuzz_broker: SamsaBroker, health: Health,
-                                                    batch_topics: list[str]) -> None:
+def test_good_batches_of_every_codec_still_accepted(fuzz_broker: SamsaBroker,
+                                                    health: Health) -> None:
     """The other side of the validator: valid batches of every codec, with headers, null keys and
     values, are accepted and appended (count matches)."""
     conn = Conn(fuzz_broker.bootstrap)
     recs = record() + record(key=None, value=None, offset_delta=1) + \
         record(key=b"k" * 300, value=os.urandom(5000), offset_delta=2,
                headers=zz(2) + zz(2) + b"h1" + zz(-1) + zz(2) + b"h2" + zz(3) + b"abc")
-    for topic in batch_topics:
+    for topic in _create(fuzz_broker, "-good"):
         for codec in (NONE, GZIP, SNAPPY, LZ4, ZSTD):
-            if topic == "fuzz-batch-compact":
+            if topic.startswith("fuzz-batch-compact"):
                 continue  # the null key is refused there, rightly
             before = conn.log_end(topic)
             data = batch(compress(codec, recs), count=3, codec=codec)
