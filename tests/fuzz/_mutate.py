@@ -289,3 +289,61 @@ def mutations(req: Request, rng: random.Random, n_flips: int = 12,
     for p in cut_points:
         out.append((f"truncated at {p}", req.frame(body[:p])))
     return out
+
+
+# ---- out-of-range values, validly encoded ------------------------------------------------------
+
+_INT_BOUNDS = {
+    "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1),
+    "timedelta_i32": (-(2**31), 2**31 - 1), "timedelta_i64": (-(2**63), 2**63 - 1),
+}
+
+
+def int_paths(cls: type, prefix: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], str]]:
+    """Paths (field names and list indexes into a sample() dict) of every integer field."""
+    out: list[tuple[tuple[Any, ...], str]] = []
+    for f in fields(cls):
+        if get_field_tag(f) is not None:
+            continue
+        kind = classify_field(f)
+        ktype = f.metadata.get("kafka_type", "")
+        if isinstance(kind, EntityTupleField):
+            out += int_paths(kind.type_, prefix + (f.name, 0))
+        elif isinstance(kind, EntityField):
+            out += int_paths(kind.type_, prefix + (f.name,))
+        elif isinstance(kind, PrimitiveTupleField):
+            if ktype in _INT_BOUNDS:
+                out.append((prefix + (f.name, 0), ktype))
+        elif ktype in _INT_BOUNDS:
+            out.append((prefix + (f.name,), ktype))
+    return out
+
+
+def boundary_values(ktype: str) -> list[int]:
+    lo, hi = _INT_BOUNDS[ktype]
+    return sorted({lo, -2, -1, 0, 1, hi})
+
+
+def with_value(data: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """A copy of a sample() dict with the field at path replaced."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(data, dict):
+        return {**data, head: with_value(data[head], rest, value)}
+    items = list(data)
+    items[head] = with_value(items[head], rest, value)
+    return items
+
+
+def encode_with(key: int, version: int, data: dict[str, Any], correlation_id: int) -> bytes:
+    req_cls = load_request_schema(key, version)
+    hdr_cls = req_cls.__header_schema__
+    out = Chunks()
+    entity_writer(hdr_cls)(out, build(hdr_cls, {
+        "request_api_key": key, "request_api_version": version,
+        "correlation_id": correlation_id, "client_id": "fuzz"}))
+    entity_writer(req_cls)(out, build(req_cls, data))
+    payload = b"".join(out)
+    return struct.pack(">i", len(payload)) + payload
