@@ -61,7 +61,7 @@ def rss_mb(pid: int) -> float:
         for line in f:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+    return 0.0  # the process is exiting: its death is reported by the liveness checks
 
 
 def open_sockets(pid: int) -> int:

@@ -182,3 +182,32 @@ def test_connect_close_storm(fuzz_broker: SamsaBroker, health: Health, rng: rand
         time.sleep(0.2)
     assert open_sockets(health.pid) <= fds0 + FD_SLACK, "descriptors leaked after 5,000 connections"
     health.check("5,000 connect/close")
+
+
+def test_many_non_readers_do_not_starve_others(fuzz_broker: SamsaBroker, health: Health) -> None:
+    """500 clients each pipeline 4 Fetch requests and never read. Broker-wide request limits must
+    not let them mute everyone else: a real client is still served within 10 s while they are
+    connected, and RSS stays under the bound."""
+    conns = []
+    over = False
+    try:
+        for i in range(500):
+            s = connect(fuzz_broker.bootstrap, timeout=10)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"".join(fetch_request(DATA_TOPIC, j, max_bytes=8 << 20) for j in range(4)))
+            conns.append(s)
+            if i % 50 == 49 and rss_mb(health.pid) > 2 * RSS_ABUSE_BOUND_MB:
+                over = True  # do not take the test machine down with us
+                break
+        peak = 0.0
+        for _ in range(10):  # let the broker work through the 2,000 requests
+            time.sleep(0.5)
+            peak = max(peak, rss_mb(health.pid))
+        print(f"{len(conns)} non-readers: broker RSS {peak:.0f} MB")
+        assert not over and peak < RSS_ABUSE_BOUND_MB, \
+            f"broker RSS {peak:.0f} MB with {len(conns)} non-reading clients"
+        health.check(f"{len(conns)} non-readers connected", recovered=False)
+    finally:
+        for s in conns:
+            s.close()
+    health.check("non-readers gone")

@@ -236,7 +236,7 @@ def test_malformed_batches_are_rejected_and_not_stored(fuzz_broker: SamsaBroker,
                                                        batch_topics: list[str],
                                                        rng: random.Random) -> None:
     conn = Conn(fuzz_broker.bootstrap)
-    failures: list[str] = []
+    failures: list[tuple[str, str, str]] = []
     first_hex: dict[str, str] = {}
     peak = 0.0
     all_cases = cases(rng)
@@ -255,23 +255,28 @@ def test_malformed_batches_are_rejected_and_not_stored(fuzz_broker: SamsaBroker,
                 resp = "timeout"
             proc = fuzz_broker.proc
             if proc is None or proc.poll() is not None:
-                failures.append(f"{topic}: {name}: BROKER DIED; records {data[:300].hex()}")
+                failures.append((topic, name, "BROKER DIED"))
+                first_hex.setdefault(f"{topic} died", f"{name}: {data[:300].hex()}")
                 break
             peak = max(peak, rss_mb(health.pid))
             if resp is None or resp == "timeout":
-                failures.append(f"{topic}: {name}: {resp or 'connection closed'}")
+                failures.append((topic, name, str(resp or "connection closed")))
                 first_hex.setdefault(f"{topic} {resp or 'closed'}", f"{name}: {data[:200].hex()}")
                 conn = Conn(fuzz_broker.bootstrap)
                 continue
             code = int(resp.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
             after = conn.log_end(topic)
             if code not in (2, 87) or after != before:
-                failures.append(f"{topic}: {name}: error code {code}, log end {before} -> {after}")
+                failures.append((topic, name, f"error {code}, log end +{after - before}"))
                 first_hex.setdefault(f"{topic} code {code}", f"{name}: {data[:200].hex()}")
     print(f"malformed batches: {len(all_cases)} cases x {len(batch_topics)} topics, "
           f"peak RSS {peak:.0f} MB, {len(failures)} failures")
     examples = "\n".join(f"  first {k}: {v}" for k, v in first_hex.items())
-    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures) + \
+    by_case: dict[str, list[str]] = {}
+    for topic, name, what in failures:
+        by_case.setdefault(name, []).append(f"{topic.removeprefix('fuzz-batch-')} {what}")
+    summary = "\n".join(f"  {name}: {'; '.join(v)}" for name, v in by_case.items())
+    assert not failures, f"{len(failures)} failures in {len(by_case)} cases:\n{summary}" + \
         f"\nexamples (records field, hex):\n{examples}"
     health.check("malformed batches")
 
