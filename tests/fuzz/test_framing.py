@@ -164,3 +164,26 @@ def test_many_frames_in_one_write(fuzz_broker: SamsaBroker, health: Health) -> N
     s.close()
     assert corrs == list(range(500))
     health.check("500 pipelined frames")
+
+
+def test_configured_request_limit_is_exact() -> None:
+    """With socket.request.max.bytes=65536: a request of exactly 65,536 bytes is served, one byte
+    more closes the connection (the limit counts the frame without its 4-byte length)."""
+    from samsa.testing import SamsaBroker as Broker
+
+    from ._support import frame
+
+    with Broker(overrides={"socket.request.max.bytes": "65536"}) as b:
+        base = metadata_request("x", 5)[4:]
+        # pad with trailing bytes (ignored after the body) up to the exact size
+        exact = frame(base + b"\x00" * (65536 - len(base)))
+        over = frame(base + b"\x00" * (65537 - len(base)))
+        s = connect(b.bootstrap)
+        s.sendall(exact)
+        ans = read_answer(s, 10)
+        assert ans is not None and correlation_of(ans) == 5
+        s.sendall(over[:64])  # the length prefix alone must be enough to refuse it
+        assert outcome(s, 5) == "closed"
+        s.close()
+        assert b.proc is not None and b.proc.poll() is None
+        assert "Traceback" not in b.log_text()
