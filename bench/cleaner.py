@@ -9,7 +9,7 @@
    0.01, the cleaner cleans it, and the produce rate during the cleaning pass is compared with the
    baseline. The cleaner's own MB/s comes from its stats (dirty bytes / pass duration).
 
-Prints a markdown report (also written to --out if given).
+Prints a markdown report and writes it to --out (default bench/results/cleaner-latest.md).
 """
 
 from __future__ import annotations
@@ -42,6 +42,11 @@ from samsa.protocol.records import encode_batch  # noqa: E402
 from samsa.storage.cleaner import STATS_FILE, CleanerConfig, LogCleaner  # noqa: E402
 from samsa.storage.log import LogConfig, PartitionLog  # noqa: E402
 from samsa.testing import SamsaBroker  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_report  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "cleaner-latest.md"
 
 
 def log(msg: str) -> None:
@@ -224,7 +229,7 @@ def main() -> int:
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--modes", default="process,thread")
-    ap.add_argument("--out", help="also write the report here")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"raw report, default {DEFAULT_OUT}")
     args = ap.parse_args()
     alone = []
     for vb in dict.fromkeys([args.value_bytes, 1024]):
@@ -232,10 +237,7 @@ def main() -> int:
         alone.append(cleaner_alone(args.dirty_mb, args.keys, vb))
     loaded = [under_load(m, args.dirty_mb, args.keys, args.value_bytes, args.seconds)
               for m in args.modes.split(",") if m]
-    text = report(alone, loaded, args)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    write_report(report(alone, loaded, args), args.out)
     return 0
 
 

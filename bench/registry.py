@@ -9,6 +9,7 @@ measures, in one run:
   3. produce throughput (msgs/s, MB/s) of framed records to a topic with
      confluent.value.schema.validation=true vs a plain topic, same payloads, same producer settings.
 No reference registry is available offline, so the figures are absolute plus the validated/plain ratio.
+The raw report goes to stdout and to --out (default bench/results/registry-latest.md).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import argparse
 import http.client
 import json
 import platform
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,8 +29,13 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from samsa.testing import SamsaBroker, free_port
-from samsa.testing.registry import wait_http
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine_info, write_report  # noqa: E402
+
+from samsa.testing import SamsaBroker, free_port  # noqa: E402
+from samsa.testing.registry import wait_http  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "registry-latest.md"
 
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 AVRO = json.dumps({"type": "record", "name": "Reading", "namespace": "bench", "fields": [
@@ -142,6 +150,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each lookup measurement")
     ap.add_argument("--messages", type=int, default=200_000, help="records per produce run")
     ap.add_argument("--size", type=int, default=100, help="record value size in bytes")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"raw report, default {DEFAULT_OUT}")
     args = ap.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -151,19 +160,19 @@ def main() -> None:
         res.update(lookups(url, args.seconds))
         res.update(register_or_get(url, args.seconds))
         prod = produce(b.bootstrap, url, args.messages, args.size)
-    print(f"\n## Schema registry ({time.strftime('%Y-%m-%d')}, {platform.machine()}, "
-          f"Python {platform.python_version()})\n")
-    print("| measurement | per second |\n| --- | ---: |")
-    for k, v in res.items():
-        print(f"| {k} | {v:,.0f} |")
     plain, val = prod["bench-plain"], prod["bench-validated"]
-    print(f"\n| produce ({args.messages:,} x {args.size} B, acks=all) | msgs/s | MB/s |")
-    print("| --- | ---: | ---: |")
-    print(f"| plain topic | {plain['msgs/s']:,.0f} | {plain['MB/s']:.1f} |")
-    print(f"| validated topic (confluent.value.schema.validation=true) | {val['msgs/s']:,.0f} | "
-          f"{val['MB/s']:.1f} |")
-    print(f"\nvalidated / plain throughput: {val['msgs/s'] / plain['msgs/s']:.2f}")
-
+    lines = [f"## Schema registry ({time.strftime('%Y-%m-%d %H:%M')}, {platform.machine()}, "
+             f"Python {platform.python_version()})", "", *machine_info(), "",
+             f"`python bench/registry.py --seconds {args.seconds} --messages {args.messages} "
+             f"--size {args.size}`", "", "| measurement | per second |", "| --- | ---: |"]
+    lines += [f"| {k} | {v:,.0f} |" for k, v in res.items()]
+    lines += ["", f"| produce ({args.messages:,} x {args.size} B, acks=all) | msgs/s | MB/s |",
+              "| --- | ---: | ---: |",
+              f"| plain topic | {plain['msgs/s']:,.0f} | {plain['MB/s']:.1f} |",
+              f"| validated topic (confluent.value.schema.validation=true) | {val['msgs/s']:,.0f} | "
+              f"{val['MB/s']:.1f} |",
+              "", f"validated / plain throughput: {val['msgs/s'] / plain['msgs/s']:.2f}"]
+    write_report("\n".join(lines), args.out)
 
 if __name__ == "__main__":
     main()

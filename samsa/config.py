@@ -6,7 +6,7 @@ Values are kept as strings (as Kafka's DescribeConfigs reports them) and parsed 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 LONG_MAX = 9223372036854775807
@@ -19,7 +19,12 @@ class ConfigDef:
     default: str | None
     doc: str
     broker_synonym: str | None = None  # for topic configs: the broker setting providing the default
-    valid: tuple[str, ...] = ()
+    valid: tuple[str, ...] = ()  # allowed values (for a list: allowed items)
+    # Broker configs: how Samsa lets it change at run time (Kafka's "Update Mode" names):
+    # read-only (restart needed), per-broker, cluster-wide (IncrementalAlterConfigs on "" or an id).
+    mode: str = "read-only"
+    at_least: float | None = None  # numeric range, as Kafka's ConfigDef validators
+    at_most: float | None = None
 
 
 # Kafka's describe-configs ConfigType numbers
@@ -27,65 +32,83 @@ CONFIG_TYPE = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "doub
                "class": 8, "password": 9}
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
-    ConfigDef("cleanup.policy", "list", "delete", "Retention policy: delete and/or compact.",
-              "log.cleanup.policy", ("delete", "compact", "compact,delete", "delete,compact")),
-    ConfigDef("compression.type", "string", "producer", "Final compression type of the topic.",
+    ConfigDef("cleanup.policy", "list", "delete",
+              "What happens to old segments: delete (by retention), compact (latest record per "
+              "key), both, or nothing (an empty list keeps everything).",
+              "log.cleanup.policy", ("delete", "compact")),
+    ConfigDef("compression.type", "string", "producer",
+              "Codec batches are stored with; producer keeps the producer's codec.",
               "compression.type", ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("compression.gzip.level", "int", "-1", "gzip level when compression.type=gzip.",
               "compression.gzip.level"),
     ConfigDef("compression.lz4.level", "int", "9", "lz4 level when compression.type=lz4.",
-              "compression.lz4.level"),
+              "compression.lz4.level", at_least=1, at_most=17),
     ConfigDef("compression.zstd.level", "int", "3", "zstd level when compression.type=zstd.",
-              "compression.zstd.level"),
-    ConfigDef("delete.retention.ms", "long", "86400000", "How long tombstones are retained.",
-              "log.cleaner.delete.retention.ms"),
-    ConfigDef("file.delete.delay.ms", "long", "60000", "Delay before deleting a file.",
-              "log.segment.delete.delay.ms"),
+              "compression.zstd.level", at_least=-131072, at_most=22),
+    ConfigDef("delete.retention.ms", "long", "86400000",
+              "How long a compacted topic keeps tombstones after cleaning.",
+              "log.cleaner.delete.retention.ms", at_least=0),
+    ConfigDef("file.delete.delay.ms", "long", "60000", "Wait before a deleted segment file goes.",
+              "log.segment.delete.delay.ms", at_least=0),
     ConfigDef("flush.messages", "long", str(LONG_MAX), "fsync after this many messages.",
-              "log.flush.interval.messages"),
+              "log.flush.interval.messages", at_least=1),
     ConfigDef("flush.ms", "long", str(LONG_MAX), "fsync after this many milliseconds.",
-              "log.flush.interval.ms"),
-    ConfigDef("follower.replication.throttled.replicas", "list", "", "Throttled replicas.",
-              "follower.replication.throttled.replicas"),
-    ConfigDef("index.interval.bytes", "int", "4096", "Bytes between offset index entries.",
-              "log.index.interval.bytes"),
-    ConfigDef("leader.replication.throttled.replicas", "list", "", "Throttled replicas.",
-              "leader.replication.throttled.replicas"),
-    ConfigDef("local.retention.bytes", "long", "-2", "Local retention bytes (tiered storage).",
-              "log.local.retention.bytes"),
-    ConfigDef("local.retention.ms", "long", "-2", "Local retention ms (tiered storage).",
-              "log.local.retention.ms"),
-    ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX), "Max time a message stays uncompacted.",
-              "log.cleaner.max.compaction.lag.ms"),
-    ConfigDef("max.message.bytes", "int", "1048588", "Largest record batch size allowed.",
-              "message.max.bytes"),
+              "log.flush.interval.ms", at_least=0),
+    ConfigDef("follower.replication.throttled.replicas", "list", "",
+              "Replicas throttled on the follower side (partition:broker or *)."),
+    ConfigDef("index.interval.bytes", "int", "4096", "Log bytes between offset-index entries.",
+              "log.index.interval.bytes", at_least=0),
+    ConfigDef("leader.replication.throttled.replicas", "list", "",
+              "Replicas throttled on the leader side (partition:broker or *)."),
+    ConfigDef("local.retention.bytes", "long", "-2",
+              "Local size limit with tiered storage (-2: retention.bytes).",
+              "log.local.retention.bytes", at_least=-2),
+    ConfigDef("local.retention.ms", "long", "-2",
+              "Local age limit with tiered storage (-2: retention.ms).",
+              "log.local.retention.ms", at_least=-2),
+    ConfigDef("max.compaction.lag.ms", "long", str(LONG_MAX),
+              "Longest time a record may stay uncompacted.",
+              "log.cleaner.max.compaction.lag.ms", at_least=1),
+    ConfigDef("max.message.bytes", "int", "1048588", "Largest record batch accepted.",
+              "message.max.bytes", at_least=0),
     ConfigDef("message.timestamp.after.max.ms", "long", "3600000",
-              "Max allowed timestamp ahead of the broker clock.", "log.message.timestamp.after.max.ms"),
+              "How far ahead of the broker clock a CreateTime timestamp may be.",
+              "log.message.timestamp.after.max.ms", at_least=0),
     ConfigDef("message.timestamp.before.max.ms", "long", str(LONG_MAX),
-              "Max allowed timestamp behind the broker clock.", "log.message.timestamp.before.max.ms"),
-    ConfigDef("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+              "How far behind the broker clock a CreateTime timestamp may be.",
+              "log.message.timestamp.before.max.ms", at_least=0),
+    ConfigDef("message.timestamp.type", "string", "CreateTime",
+              "Record timestamps: the producer's (CreateTime) or the broker's (LogAppendTime).",
               "log.message.timestamp.type", ("CreateTime", "LogAppendTime")),
-    ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "Dirty ratio that triggers cleaning.",
-              "log.cleaner.min.cleanable.ratio"),
-    ConfigDef("min.compaction.lag.ms", "long", "0", "Min time a message stays uncompacted.",
-              "log.cleaner.min.compaction.lag.ms"),
-    ConfigDef("min.insync.replicas", "int", "1", "Min in-sync replicas for acks=all.",
-              "min.insync.replicas"),
-    ConfigDef("preallocate", "boolean", "false", "Preallocate segment files.", "log.preallocate"),
-    ConfigDef("remote.storage.enable", "boolean", "false", "Tiered storage for this topic.", None),
-    ConfigDef("retention.bytes", "long", "-1", "Max partition size before old segments go.",
+    ConfigDef("min.cleanable.dirty.ratio", "double", "0.5",
+              "Share of uncompacted bytes that makes a log worth cleaning.",
+              "log.cleaner.min.cleanable.ratio", at_least=0, at_most=1),
+    ConfigDef("min.compaction.lag.ms", "long", "0", "Shortest time a record stays uncompacted.",
+              "log.cleaner.min.compaction.lag.ms", at_least=0),
+    ConfigDef("min.insync.replicas", "int", "1", "Replicas that must have an acks=all write.",
+              "min.insync.replicas", at_least=1),
+    ConfigDef("preallocate", "boolean", "false", "Preallocate new segment files.",
+              "log.preallocate"),
+    ConfigDef("remote.log.copy.disable", "boolean", "false",
+              "Stop copying segments to tiered storage."),
+    ConfigDef("remote.log.delete.on.disable", "boolean", "false",
+              "Delete tiered data when tiered storage is turned off."),
+    ConfigDef("remote.storage.enable", "boolean", "false", "Tiered storage for this topic."),
+    ConfigDef("retention.bytes", "long", "-1",
+              "Partition size above which the oldest segments go (-1: no limit).",
               "log.retention.bytes"),
-    ConfigDef("retention.ms", "long", "604800000", "Max age of a segment before it is deleted.",
-              "log.retention.ms"),
-    ConfigDef("segment.bytes", "int", "1073741824", "Segment file size.", "log.segment.bytes"),
-    ConfigDef("segment.index.bytes", "int", "10485760", "Offset index size.",
-              "log.index.size.max.bytes"),
-    ConfigDef("segment.jitter.ms", "long", "0", "Jitter subtracted from segment.ms.",
-              "log.roll.jitter.ms"),
-    ConfigDef("segment.ms", "long", "604800000", "Time after which a segment is rolled.",
-              "log.roll.ms"),
-    ConfigDef("unclean.leader.election.enable", "boolean", "false", "Unclean leader election.",
-              "unclean.leader.election.enable"),
+    ConfigDef("retention.ms", "long", "604800000",
+              "Age after which a segment goes (-1: no limit).", "log.retention.ms", at_least=-1),
+    ConfigDef("segment.bytes", "int", "1073741824", "Size at which a segment file is rolled.",
+              "log.segment.bytes", at_least=14),
+    ConfigDef("segment.index.bytes", "int", "10485760", "Largest offset index of a segment.",
+              "log.index.size.max.bytes", at_least=4),
+    ConfigDef("segment.jitter.ms", "long", "0", "Random time taken off segment.ms.",
+              "log.roll.jitter.ms", at_least=0),
+    ConfigDef("segment.ms", "long", "604800000", "Age at which a segment is rolled.",
+              "log.roll.ms", at_least=1),
+    ConfigDef("unclean.leader.election.enable", "boolean", "false",
+              "Let an out-of-sync replica become leader.", "unclean.leader.election.enable"),
     ConfigDef("confluent.key.schema.validation", "boolean", "false",
               "Reject records whose key is not schema-registry framed with an id registered under "
               "<topic>-key.", None),
@@ -95,61 +118,90 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
 ]}
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
-    ConfigDef("node.id", "int", "1", "This broker's id."),
+    ConfigDef("node.id", "int", "1", "This broker's id.", at_least=0),
     ConfigDef("broker.id", "int", "1", "Alias of node.id."),
-    ConfigDef("listeners", "list", "PLAINTEXT://127.0.0.1:9092", "Listen addresses."),
-    ConfigDef("advertised.listeners", "list", None, "Addresses given to clients."),
-    ConfigDef("log.dirs", "list", "./samsa-data", "Directories holding partition logs."),
-    ConfigDef("num.partitions", "int", "1", "Partitions of auto-created topics."),
+    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Addresses to listen on."),
+    ConfigDef("advertised.listeners", "string", None,
+              "Addresses given to clients (default: listeners)."),
+    ConfigDef("log.dirs", "string", "./samsa-data", "Directories holding partition logs."),
+    ConfigDef("num.partitions", "int", "1", "Partitions of auto-created topics.", at_least=1),
     ConfigDef("default.replication.factor", "int", "1", "Replication factor of auto-created topics."),
+    ConfigDef("max.broker.partitions", "int", "4000",
+              "Most partitions this broker hosts (KIP-578's name); creating more is refused."),
     ConfigDef("auto.create.topics.enable", "boolean", "true", "Create topics on first use."),
     ConfigDef("delete.topic.enable", "boolean", "true", "Allow topic deletion."),
-    ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request accepted."),
-    ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period."),
-    ConfigDef("log.retention.hours", "int", "168", "Retention in hours."),
-    ConfigDef("log.retention.minutes", "int", None, "Retention in minutes."),
-    ConfigDef("log.flush.scheduler.interval.ms", "long", str(LONG_MAX), "Flush check period."),
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery point period."),
-    ConfigDef("message.max.bytes", "int", "1048588", "Largest record batch size allowed."),
+    ConfigDef("socket.request.max.bytes", "int", "104857600", "Largest request accepted.",
+              at_least=1),
+    # -- network limits (docs/operations.md) --
+    ConfigDef("queued.max.requests", "int", "500",
+              "Requests read and not yet answered, over all connections, before the broker stops "
+              "reading sockets (long-polling fetches excepted).", at_least=1),
+    ConfigDef("queued.max.requests.per.connection", "int", "256",
+              "Requests read and not yet answered on one connection before it stops being read "
+              "(Samsa-specific: Kafka reads one request per connection at a time).", at_least=1),
+    ConfigDef("max.connections", "int", "2147483647",
+              "Connections the broker keeps open at once; new ones beyond are closed.", at_least=0),
+    ConfigDef("max.connections.per.ip", "int", "2147483647",
+              "Connections allowed from one IP address; new ones beyond are closed.", at_least=0),
+    # -- end network limits --
+    ConfigDef("max.request.partition.size.limit", "int", "2000",
+              "Most partitions one DescribeTopicPartitions response holds.", at_least=1),
+    ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period.",
+              at_least=1),
+    ConfigDef("log.retention.hours", "int", "168", "Retention in hours (below .minutes and .ms)."),
+    ConfigDef("log.retention.minutes", "int", None, "Retention in minutes (below .ms)."),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", str(LONG_MAX),
+              "Flush check period; flush period when log.flush.interval.ms is unset."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", "60000", "Recovery point period.",
+              at_least=0),
+    ConfigDef("message.max.bytes", "int", "1048588", "Largest record batch accepted.",
+              mode="cluster-wide", at_least=0),
     ConfigDef("cluster.id", "string", None, "Cluster id (generated on first start)."),
-    ConfigDef("process.roles", "list", "broker,controller", "Roles of this node."),
-    ConfigDef("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets."),
-    ConfigDef("offsets.topic.replication.factor", "short", "1", "RF of __consumer_offsets."),
-    ConfigDef("transaction.state.log.replication.factor", "short", "1", "RF of txn state."),
-    ConfigDef("transaction.state.log.min.isr", "int", "1", "Min ISR of txn state."),
+    ConfigDef("process.roles", "list", "broker,controller", "Roles of this node.",
+              valid=("broker", "controller")),
+    ConfigDef("offsets.topic.num.partitions", "int", "50", "Partitions of __consumer_offsets.",
+              at_least=1),
+    ConfigDef("offsets.topic.replication.factor", "short", "1", "RF of __consumer_offsets.",
+              at_least=1),
+    ConfigDef("transaction.state.log.replication.factor", "short", "1", "RF of txn state.",
+              at_least=1),
+    ConfigDef("transaction.state.log.min.isr", "int", "1", "Min ISR of txn state.", at_least=1),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", "1000",
-              "Incremental fetch sessions kept (0 disables them)."),
+              "Incremental fetch sessions kept (0 disables them).", at_least=0),
     ConfigDef("group.initial.rebalance.delay.ms", "int", "3000", "Initial rebalance delay."),
     ConfigDef("group.min.session.timeout.ms", "int", "6000", "Smallest session timeout allowed."),
     ConfigDef("group.max.session.timeout.ms", "int", "1800000", "Largest session timeout allowed."),
     ConfigDef("offsets.retention.minutes", "int", "10080", "Committed offsets of empty groups "
-              "are kept this long."),
-    ConfigDef("offsets.retention.check.interval.ms", "long", "600000", "Offset expiry period."),
+              "are kept this long.", at_least=1),
+    ConfigDef("offsets.retention.check.interval.ms", "long", "600000", "Offset expiry period.",
+              at_least=1),
     ConfigDef("offset.metadata.max.bytes", "int", "4096", "Largest commit metadata string."),
     ConfigDef("group.consumer.heartbeat.interval.ms", "int", "5000",
-              "Heartbeat interval given to KIP-848 consumers."),
+              "Heartbeat interval given to KIP-848 consumers.", at_least=1),
     ConfigDef("group.consumer.session.timeout.ms", "int", "45000",
-              "Session timeout of KIP-848 consumers."),
+              "Session timeout of KIP-848 consumers.", at_least=1),
     ConfigDef("transaction.state.log.num.partitions", "int", "50",
-              "Partitions of __transaction_state."),
+              "Partitions of __transaction_state.", at_least=1),
     ConfigDef("transaction.max.timeout.ms", "int", "900000",
-              "Largest transaction timeout a producer may ask for."),
+              "Largest transaction timeout a producer may ask for.", at_least=1),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", "10000",
-              "How often timed-out transactions are looked for."),
+              "How often timed-out transactions are looked for.", at_least=1),
     ConfigDef("transactional.id.expiration.ms", "int", "604800000",
-              "Idle transactional ids are forgotten after this long."),
+              "Idle transactional ids are forgotten after this long.", at_least=1),
     ConfigDef("producer.id.expiration.ms", "int", "86400000",
-              "Idle producers' idempotence state is dropped after this long."),
+              "Idle producers' idempotence state is dropped after this long.", at_least=1),
     ConfigDef("producer.id.expiration.check.interval.ms", "int", "600000",
-              "How often idle producers are looked for."),
+              "How often idle producers are looked for.", at_least=1),
     ConfigDef("offsets.topic.segment.bytes", "int", "104857600", "Segment size of "
-              "__consumer_offsets."),
+              "__consumer_offsets.", at_least=1),
     ConfigDef("log.cleaner.enable", "boolean", "true", "Run the log cleaner (compaction)."),
-    ConfigDef("log.cleaner.backoff.ms", "long", "15000", "Cleaner sleep when nothing is cleanable."),
-    ConfigDef("log.cleaner.threads", "int", "1", "Cleaner threads (Samsa runs one)."),
+    ConfigDef("log.cleaner.backoff.ms", "long", "15000", "Cleaner sleep when nothing is cleanable.",
+              at_least=0),
+    ConfigDef("log.cleaner.threads", "int", "1", "Cleaner threads (Samsa runs one).", at_least=0),
     ConfigDef("log.cleaner.dedupe.buffer.size", "long", "134217728",
               "Memory for the cleaner's key -> offset map."),
-    ConfigDef("log.cleaner.io.buffer.size", "int", "524288", "Cleaner read/write buffer size."),
+    ConfigDef("log.cleaner.io.buffer.size", "int", "524288", "Cleaner read/write buffer size.",
+              at_least=0),
     ConfigDef("log.cleaner.io.buffer.load.factor", "double", "0.9", "Offset map load factor."),
     ConfigDef("log.cleaner.io.max.bytes.per.second", "double", "1.7976931348623157E308",
               "Cleaner I/O throttle."),
@@ -166,15 +218,60 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Default compatibility level of the embedded schema registry."),
     ConfigDef("schema.registry.topic", "string", "_schemas",
               "Topic holding the registry's schemas (also read for schema-validated topics)."),
-] + [ConfigDef(t.broker_synonym, t.type, t.default, t.doc) for t in TOPIC_CONFIGS.values()
+] + [replace(t, name=t.broker_synonym, broker_synonym=None, mode="cluster-wide")
+     for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 
-BROKER_CONFIGS["log.retention.ms"] = ConfigDef("log.retention.ms", "long", None,
-                                                "Retention in ms (overrides hours/minutes).")
-BROKER_CONFIGS["log.roll.ms"] = ConfigDef("log.roll.ms", "long", None, "Roll period in ms.")
-BROKER_CONFIGS["log.roll.hours"] = ConfigDef("log.roll.hours", "int", "168", "Roll period in hours.")
-BROKER_CONFIGS["log.flush.interval.ms"] = ConfigDef("log.flush.interval.ms", "long", None,
-                                                     "fsync period in ms.")
+# Broker settings that differ from their topic config: no default (a synonym in other units
+# provides it), other units, or a larger minimum (KIP-1030: log.segment.bytes >= 1 MiB in 4.0,
+# while the topic's segment.bytes keeps its minimum of 14 bytes until Kafka 4.1).
+for _c in [
+    ConfigDef("log.retention.ms", "long", None,
+              "Retention in ms (above .minutes and .hours; -1: no limit).", mode="cluster-wide"),
+    ConfigDef("log.roll.ms", "long", None, "Roll period in ms (above log.roll.hours).",
+              mode="cluster-wide"),
+    ConfigDef("log.roll.hours", "int", "168", "Roll period in hours.", at_least=1),
+    ConfigDef("log.roll.jitter.ms", "long", None, "Roll jitter in ms (above .hours).",
+              mode="cluster-wide"),
+    ConfigDef("log.roll.jitter.hours", "int", "0", "Roll jitter in hours.", at_least=0),
+    ConfigDef("log.flush.interval.ms", "long", None,
+              "fsync period in ms (unset: log.flush.scheduler.interval.ms).", mode="cluster-wide"),
+    ConfigDef("log.segment.bytes", "int", "1073741824", "Size at which a segment file is rolled.",
+              mode="cluster-wide", at_least=1 << 20),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+
+# Broker settings given in several units (Kafka's brokerConfigSynonyms), highest precedence first;
+# a topic config's default comes from the first one set.
+_UNITS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                     ("log.retention.hours", 3_600_000)),
+    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+    "segment.jitter.ms": (("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", 3_600_000)),
+    "flush.ms": (("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)),
+}
+_SYNONYM_GROUPS = [tuple(n for n, _ in units) for units in _UNITS.values()]
+
+
+def broker_synonyms(name: str) -> list[str]:
+    """Names one broker setting can be given under, highest precedence first (DescribeConfigs
+    lists synonyms in this order). log.flush.scheduler.interval.ms only backs log.flush.interval.ms,
+    not the other way round."""
+    for group in _SYNONYM_GROUPS:
+        if name in group and not (name == "log.flush.scheduler.interval.ms"):
+            return list(group)
+    return [name]
+
+
+STATIC_DEFAULTS: dict[str, str] = {k: d.default for k, d in BROKER_CONFIGS.items()
+                                   if d.default is not None}
+
+
+def is_read_only(name: str) -> bool:
+    """True for a broker setting that only a restart changes (and unknown names)."""
+    d = BROKER_CONFIGS.get(name)
+    return d is None or d.mode == "read-only"
+
 
 ENV_PREFIX = "SAMSA_"
 
@@ -183,24 +280,57 @@ class ConfigError(ValueError):
     """A configuration value that does not parse or is out of range."""
 
 
+_INT_BITS = {"short": 16, "int": 32, "long": 64}
+
+
+def _invalid(d: ConfigDef, value: str, why: str) -> ConfigError:
+    return ConfigError(f"Invalid value {value!r} for configuration {d.name}: {why}")
+
+
 def parse_value(d: ConfigDef, value: str) -> object:
-    """Parse and validate one value; raises ConfigError with a clear message."""
+    """Parse and validate one value as Kafka's ConfigDef does (type, then validator); raises
+    ConfigError with Kafka's wording."""
     try:
         if d.type == "boolean":
-            if value.lower() not in ("true", "false"):
+            if value.strip().lower() not in ("true", "false"):
                 raise ValueError
-            return value.lower() == "true"
-        if d.type in ("int", "short", "long"):
-            return int(value)
-        if d.type == "double":
-            return float(value)
+            return value.strip().lower() == "true"
+        if d.type in _INT_BITS:
+            n = int(value.strip())
+            bits = _INT_BITS[d.type]
+            if not -(1 << (bits - 1)) <= n < 1 << (bits - 1):
+                raise ValueError
+            parsed: object = n
+        elif d.type == "double":
+            parsed = float(value.strip())
+        elif d.type == "list":
+            # an empty list is valid (Kafka 4.0: cleanup.policy= deletes and compacts nothing)
+            items = [x.strip() for x in value.split(",")] if value.strip() else []
+            if not any(d.valid and x not in d.valid for x in items):
+                return items
+            parsed = items
+        else:
+            parsed = value
     except ValueError:
         raise ConfigError(f"Invalid value {value!r} for configuration {d.name}: "
                           f"expected a {d.type}") from None
+    if d.type == "list":
+        raise _invalid(d, value, f"String must be one of: {', '.join(d.valid)}")
     if d.valid and value not in d.valid:
         raise ConfigError(f"Invalid value {value!r} for configuration {d.name}: "
                           f"must be one of {', '.join(d.valid)}")
-    return value
+    if isinstance(parsed, int | float):
+        if d.name.endswith("compression.gzip.level") and parsed != -1 and not 1 <= parsed <= 9:
+            raise _invalid(d, value, "Value must be between 1 and 9, or -1")
+        if d.at_least is not None and parsed < d.at_least:
+            raise _invalid(d, value, f"Value must be at least {_num(d.at_least)}")
+        if d.at_most is not None and parsed > d.at_most:
+            raise _invalid(d, value, f"Value must be no more than {_num(d.at_most)}")
+    return parsed
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
@@ -255,19 +385,14 @@ class BrokerConfig:
 
     def topic_default(self, topic_key: str) -> tuple[str | None, int]:
         """Broker-level value for a topic config and its DescribeConfigs source
-        (4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG)."""
+        (4 STATIC_BROKER_CONFIG, 5 DEFAULT_CONFIG): the first of its broker synonyms set
+        statically, converted to the topic's unit, else the topic default."""
         d = TOPIC_CONFIGS[topic_key]
-        if topic_key == "retention.ms":
-            for name, mult in (("log.retention.ms", 1), ("log.retention.minutes", 60000),
-                               ("log.retention.hours", 3600000)):
-                if name in self.values:
-                    return str(int(self.values[name]) * mult), 4
-        if topic_key == "segment.ms":
-            for name, mult in (("log.roll.ms", 1), ("log.roll.hours", 3600000)):
-                if name in self.values:
-                    return str(int(self.values[name]) * mult), 4
-        if d.broker_synonym and d.broker_synonym in self.values:
-            return self.values[d.broker_synonym], 4
+        units = _UNITS.get(topic_key) or (((d.broker_synonym, 1),) if d.broker_synonym else ())
+        for name, mult in units:
+            if name in self.values:
+                v = self.values[name]
+                return (str(int(v) * mult) if mult != 1 else v), 4
         return d.default, 5
 
     def topic_defaults(self) -> dict[str, str]:
@@ -287,8 +412,17 @@ def validate_topic_configs(configs: dict[str, str | None]) -> None:
         d = TOPIC_CONFIGS.get(k)
         if d is None:
             raise ConfigError(f"Unknown topic config name: {k}")
+        if v is not None and parse_value(d, v) is True and k == "remote.storage.enable":
+            # as a Kafka broker with remote.log.storage.system.enable=false (Samsa has no tiers)
+            raise ConfigError("Tiered Storage functionality is disabled in the broker. "
+                              "Topic cannot be configured with remote log storage.")
+
+
+def validate_broker_configs(configs: dict[str, str | None]) -> None:
+    """Values for broker settings (static or dynamic), with the broker's own ranges."""
+    for k, v in configs.items():
+        d = BROKER_CONFIGS.get(k)
+        if d is None:
+            raise ConfigError(f"Unknown broker config name: {k}")
         if v is not None:
             parse_value(d, v)
-            if k == "segment.bytes" and int(v) < 14:
-                raise ConfigError(f"Invalid value {v} for configuration segment.bytes: "
-                                  "Value must be at least 14")

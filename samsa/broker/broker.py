@@ -14,6 +14,8 @@ from samsa.cluster.metadata import MetadataLog
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from samsa.protocol import apis
+from samsa.protocol.codec import warm_up
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
@@ -21,7 +23,7 @@ from samsa.storage.manager import LogManager
 
 from .fetch_sessions import FetchSessionCache
 from .handlers import HANDLERS
-from .server import KafkaConnection
+from .server import KafkaConnection, NetworkLimits
 
 log = logging.getLogger("samsa.broker")
 
@@ -46,6 +48,12 @@ class Broker:
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
         self.connections: set[KafkaConnection] = set()
+        self.network_limits = NetworkLimits(
+            max_request=config.get_int("socket.request.max.bytes"),
+            queued_max=config.get_int("queued.max.requests"),
+            per_connection=config.get_int("queued.max.requests.per.connection"),
+            max_connections=config.get_int("max.connections"),
+            max_per_ip=config.get_int("max.connections.per.ip"))
         self.server: asyncio.AbstractServer | None = None
         self.host = self.bind_host
         self.port = self.bind_port
@@ -54,6 +62,7 @@ class Broker:
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
     async def start(self) -> None:
+        warm_up(apis.SUPPORTED)
         clean = self.logs.detect_clean()
         meta_dir = self.config.log_dirs[0]
         self.meta = MetadataLog(Path(meta_dir), clean)

@@ -2,17 +2,23 @@
 
 A connection reads frames bounded by socket.request.max.bytes; every request is dispatched at once
 (so a long-polling fetch does not block later requests' processing), but responses are written in
-the order the requests arrived, as Kafka clients require. Reading pauses while too many responses
-are pending or the socket's write buffer is full (backpressure).
+the order the requests arrived, as Kafka clients require.
+
+Back-pressure (Kafka's channel muting, adapted to pipelining): a connection is not read while
+  - responses wait to be written because the socket does not drain (a client that does not read),
+  - queued.max.requests.per.connection of its requests are unanswered, or
+  - queued.max.requests requests are unanswered over the whole broker (long-polling fetches, which
+    hold no memory but a tiny request, do not count: they would otherwise stall every client).
+Responses go through an outbox that is pumped only while the transport's buffer is below its
+high-water mark, so a client that never reads holds at most about one high-water mark of response
+bytes plus one file chunk in the broker, whatever it asked for.
 
 Fetch responses carry file slices (storage.file_slice) for their record data. A slice of at least
 SENDFILE_MIN bytes is sent with os.sendfile straight to the socket when the transport's buffer is
-empty (everything before it is already in the kernel, so order holds); when the socket would block,
-or the buffer is not empty, the rest is pread and handed to the transport like any other bytes.
-Smaller slices are pread and coalesced with the surrounding bytes into one writelines call.
+empty (everything before it is already in the kernel, so order holds); what the socket does not take
+stays a slice in the outbox and is pread in chunks of at most FILE_CHUNK bytes as the socket drains.
 Every slice is released once written or dropped (closed connection, failed request).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -33,11 +39,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("samsa.server")
 _HDR = struct.Struct(">ihhi")
-_MAX_PENDING = 256
 # Measured on loopback TCP (2-core VM): below ~64 KiB one pread + writev costs less CPU than an
 # extra send + sendfile; from 64 KiB on sendfile wins (~25 % at 128–256 KiB, ~5 % at 1 MiB) and
 # skips the copy into user space.
 SENDFILE_MIN = 64 * 1024
+# File data is read into memory at most this much at a time, and only while the socket drains.
+FILE_CHUNK = 256 * 1024
+# Transport write buffer high-water mark: above it the outbox stops being pumped and the
+# connection stops being read.
+WRITE_HIGH_WATER = 256 * 1024
 
 Response = list[bytes] | FetchChunks
 
@@ -75,30 +85,60 @@ class RequestContext:
 def unsupported_api_versions(correlation_id: int) -> list[bytes]:
     """ApiVersions answer for a version we do not know: v0 body + v0 header, error 35 and our ranges
     (the client then retries with a version from the list)."""
-    keys = sorted(apis.SUPPORTED.items())
+    keys = sorted(apis.ADVERTISED.items())
     body = struct.pack(">ihi", correlation_id, 35, len(keys))
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in keys)
     return [struct.pack(">i", len(body)), body]
 
 
+class _SliceCursor:
+    """The unsent rest of a file slice in a connection's outbox."""
+
+    __slots__ = ("slice", "sent")
+
+    def __init__(self, sl: FileSlice) -> None:
+        self.slice = sl
+        self.sent = 0
+
+    @property
+    def remaining(self) -> int:
+        return self.slice.length - self.sent
+
+
+OutItem = bytes | bytearray | memoryview | _SliceCursor
+
+
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.max_request = broker.config.get_int("socket.request.max.bytes")
+        self.limits: NetworkLimits = broker.network_limits
+        self.max_request = self.limits.max_request
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[Response | None]] = deque()
+        self.outbox: deque[OutItem] = deque()
         self.closed = False
         self.write_paused = False
         self.read_paused = False
+        self.counted = 0  # requests of this connection counted in limits.in_flight
+        self.peer_ip = ""
         self.fetch_sessions: dict[int, Any] = {}
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
-        self._out: list[bytes] | None = None  # responses held for one write (data_received)
+        self._batching = False  # inside data_received: pump once at the end
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer_ip = peer[0] if isinstance(peer, tuple) and peer else ""
+        refused = self.limits.admit(self)
+        if refused:
+            log.info("closing connection from %s: %s", self.peer_ip or "?", refused)
+            self.closed = True
+            transport.close()
+            return
         self.broker.connections.add(self)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             try:
@@ -107,13 +147,18 @@ class KafkaConnection(asyncio.Protocol):
                 self.sock_fd = -1
 
     def connection_lost(self, exc: Exception | None) -> None:
+        was_admitted = self in self.broker.connections
         self.closed = True
         self.broker.connections.discard(self)
+        if was_admitted:
+            self.limits.leave(self)
         # In-flight handlers run to completion (a half-done controller or coordinator operation
         # must never be cut off); their responses are dropped, their file slices released.
         for fut in self.pending:
             fut.add_done_callback(_release_result)
         self.pending.clear()
+        self._drop_outbox()
+        self.buf = bytearray()
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -121,12 +166,17 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self._pump()
         self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        want_pause = self.write_paused or len(self.pending) >= _MAX_PENDING
+        want_pause = (self.write_paused or bool(self.outbox)
+                      or len(self.pending) >= self.limits.per_connection
+                      or self.limits.saturated())
+        if want_pause and self.limits.saturated():
+            self.limits.waiting.add(self)
         if want_pause and not self.read_paused:
             self.transport.pause_reading()
             self.read_paused = True
@@ -134,19 +184,25 @@ class KafkaConnection(asyncio.Protocol):
             self.read_paused = False
             self.transport.resume_reading()
             if self.buf:
-                self._process()
+                self._batched(self._process)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        # Responses answered while this read's frames are processed (e.g. several pipelined
-        # produce requests) leave in one write instead of one syscall each.
-        self._out = []
+        self._batched(self._process)
+
+    def _batched(self, work: Any) -> None:
+        """Run work; responses it answers at once (e.g. several pipelined produce requests) leave
+        in one write instead of one syscall each."""
+        if self._batching:
+            work()
+            return
+        self._batching = True
         try:
-            self._process()
+            work()
         finally:
-            out, self._out = self._out, None
-            if out and self.transport is not None and not self.closed:
-                self.transport.writelines(out)
+            self._batching = False
+            self._pump()
+            self._update_reading()
 
     def _process(self) -> None:
         buf = self.buf
@@ -162,12 +218,13 @@ class KafkaConnection(asyncio.Protocol):
             frame = bytes(buf[4 : 4 + size])
             del buf[: 4 + size]
             self._handle(frame)
+            if len(self.pending) >= self.limits.per_connection or self.limits.saturated():
+                self._update_reading()
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
-            if self._out:  # answers to the requests before the bad one still go out
-                self.transport.writelines(self._out)
-                self._out.clear()
+            self._pump()  # answers to the requests before the bad one still go out
+            self._drop_outbox()
             self.transport.close()
         self.closed = True
 
@@ -185,7 +242,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             header, body = decode_request(key, version, frame)
         except Exception as e:  # malformed request: Kafka closes the connection
-            log.info("closing connection: cannot decode api %d v%d: %r", key, version, e)
+            log.info("closing connection: cannot decode api %d v%d: %s", key, version, e)
             self.close()
             return
         ctx = RequestContext(key, version, corr, header.client_id, self)
@@ -198,6 +255,10 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(result, Awaitable):
             fut = asyncio.ensure_future(self._finish(ctx, result))
+            if key != apis.FETCH:  # long polls hold no memory worth bounding
+                self.limits.in_flight += 1
+                self.counted += 1
+                fut.add_done_callback(self._uncount)
             self._enqueue(fut)
         elif result is None:
             return  # acks=0 produce: no response at all
@@ -211,6 +272,10 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self._respond_now(chunks)
 
+    def _uncount(self, _f: object) -> None:
+        self.counted -= 1
+        self.limits.done_one()
+
     async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
         result = await aw
         if result is None:
@@ -222,11 +287,13 @@ class KafkaConnection(asyncio.Protocol):
     def _enqueue(self, fut: asyncio.Future[Response | None]) -> None:
         self.pending.append(fut)
         fut.add_done_callback(self._drain)
-        self._update_reading()
 
     def _drain(self, _f: object = None) -> None:
         if self.closed:
             return
+        self._batched(self._drain_pending)
+
+    def _drain_pending(self) -> None:
         while self.pending and self.pending[0].done():
             f = self.pending.popleft()
             if f.cancelled():
@@ -239,68 +306,138 @@ class KafkaConnection(asyncio.Protocol):
             chunks = f.result()
             if chunks:
                 self._respond_now(chunks)
-        self._update_reading()
 
+    # ---- output ------------------------------------------------------------------------
     def _respond_now(self, chunks: Response) -> None:
-        tr = self.transport
-        if tr is None or self.closed:
+        if self.transport is None or self.closed:
             release_slices(chunks)
             return
-        out = self._out
-        if out is not None and not isinstance(chunks, FetchChunks):
-            out.extend(chunks)
-            return
-        if out:  # keep the order: what is held goes first
-            tr.writelines(out)
-            out.clear()
-        if isinstance(chunks, FetchChunks):
-            self._write_with_slices(tr, chunks)
-        else:
-            tr.writelines(chunks)
+        out = self.outbox
+        for c in chunks:
+            if isinstance(c, bytes | bytearray | memoryview):
+                if c:
+                    out.append(c)
+            elif isinstance(c, FileSlice):
+                if c.length:
+                    out.append(_SliceCursor(c))
+                else:
+                    c.release()
+            else:
+                release_slices(chunks)
+                raise TypeError(f"unexpected response chunk {c!r}")
+        if not self._batching:
+            self._pump()
+            self._update_reading()
 
-    def _write_with_slices(self, tr: asyncio.Transport, chunks: FetchChunks) -> None:
-        """Write chunks in order: bytes (and small slices, pread) coalesced into writelines calls,
-        large slices with sendfile when nothing is queued before them."""
-        run: list[bytes] = []
+    def _pump(self) -> None:
+        """Move outbox items to the transport while its buffer is below the high-water mark: bytes
+        coalesced into writelines calls, large slices with sendfile when nothing is queued before
+        them, the rest of a slice pread one FILE_CHUNK at a time."""
+        tr = self.transport
+        out = self.outbox
+        if tr is None or not out:
+            return
+        run: list[Any] = []
         try:
-            for c in chunks:
-                if isinstance(c, bytes):
-                    run.append(c)
+            while out and not self.write_paused and not tr.is_closing():
+                item = out[0]
+                if not isinstance(item, _SliceCursor):
+                    run.append(item)
+                    out.popleft()
                     continue
-                if not isinstance(c, FileSlice):
-                    raise TypeError(f"unexpected response chunk {c!r}")
-                if c.length >= SENDFILE_MIN and self.sock_fd >= 0:
+                sl = item.slice
+                if item.remaining >= SENDFILE_MIN and self.sock_fd >= 0:
                     if run:
                         tr.writelines(run)
                         run = []
+                        if self.write_paused:
+                            break
                     # is_closing: once the transport closes, its fd may be closed and reused
                     if tr.get_write_buffer_size() == 0 and not tr.is_closing():
-                        sent = self._sendfile(c)
-                        if sent < c.length:
-                            run.append(c.read(sent))
-                    else:
-                        run.append(c.read())
-                else:
-                    run.append(c.read())
-                c.release()
+                        item.sent += self._sendfile(sl, item.sent)
+                if item.remaining:
+                    n = min(item.remaining, FILE_CHUNK)
+                    data = os.pread(sl.fd, n, sl.position + item.sent)
+                    if len(data) < n:
+                        raise EOFError(f"{sl!r} reaches past the end of its file")
+                    item.sent += n
+                    run.append(data)
+                    tr.writelines(run)
+                    run = []
+                if not item.remaining:
+                    sl.release()
+                    out.popleft()
             if run:
                 tr.writelines(run)
-        except (OSError, EOFError, ValueError, TypeError, RuntimeError) as e:
-            # part of the frame may be out already: the connection cannot continue
+        except (OSError, EOFError, ValueError, RuntimeError) as e:
+            # part of a frame may be out already: the connection cannot continue
             log.warning("closing connection: writing a fetch response failed: %r", e)
-            self.close()
-        finally:
-            release_slices(chunks)
+            self._drop_outbox()
+            tr.close()
+            self.closed = True
 
-    def _sendfile(self, sl: FileSlice) -> int:
-        """Send the slice with os.sendfile until done or the socket would block; bytes sent."""
+    def _drop_outbox(self) -> None:
+        while self.outbox:
+            item = self.outbox.popleft()
+            if isinstance(item, _SliceCursor):
+                item.slice.release()
+
+    def _sendfile(self, sl: FileSlice, skip: int) -> int:
+        """Send the slice from `skip` with os.sendfile until done or the socket would block."""
         sent = 0
-        while sent < sl.length:
+        want = sl.length - skip
+        while sent < want:
             try:
-                n = os.sendfile(self.sock_fd, sl.fd, sl.position + sent, sl.length - sent)
+                n = os.sendfile(self.sock_fd, sl.fd, sl.position + skip + sent, want - sent)
             except BlockingIOError:
                 break
             if n == 0:
                 raise EOFError(f"{sl!r} reaches past the end of its file")
             sent += n
         return sent
+
+
+class NetworkLimits:
+    """Broker-wide connection and in-flight request accounting (one per broker)."""
+
+    def __init__(self, max_request: int, queued_max: int, per_connection: int,
+                 max_connections: int, max_per_ip: int) -> None:
+        self.max_request = max_request
+        self.queued_max = max(queued_max, 1)
+        self.per_connection = max(per_connection, 1)
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.in_flight = 0
+        self.connections = 0
+        self.per_ip: dict[str, int] = {}
+        self.waiting: set[KafkaConnection] = set()  # muted because the broker was saturated
+
+    def admit(self, conn: KafkaConnection) -> str | None:
+        """None if the new connection may stay, else why it is closed."""
+        if self.connections >= self.max_connections:
+            return f"max.connections ({self.max_connections}) reached"
+        ip = conn.peer_ip
+        if self.per_ip.get(ip, 0) >= self.max_per_ip:
+            return f"max.connections.per.ip ({self.max_per_ip}) reached for {ip}"
+        self.connections += 1
+        self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+        return None
+
+    def leave(self, conn: KafkaConnection) -> None:
+        self.connections -= 1
+        n = self.per_ip.get(conn.peer_ip, 0) - 1
+        if n > 0:
+            self.per_ip[conn.peer_ip] = n
+        else:
+            self.per_ip.pop(conn.peer_ip, None)
+        self.waiting.discard(conn)
+
+    def saturated(self) -> bool:
+        return self.in_flight >= self.queued_max
+
+    def done_one(self) -> None:
+        self.in_flight -= 1
+        if self.waiting and not self.saturated():
+            waiting, self.waiting = self.waiting, set()
+            for c in waiting:
+                c._update_reading()

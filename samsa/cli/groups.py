@@ -109,13 +109,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                        description="Manage consumer groups (like Kafka's kafka-consumer-groups.sh).")
     gsub = p.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
 
-    ls = gsub.add_parser("list", help="list consumer groups with their state and type")
-    ls.add_argument("--state", type=group_states, nargs="+", action="extend", default=[],
+    ls = gsub.add_parser("list", help="list consumer groups with their type and state",
+                         description="One row per consumer group: GROUP, TYPE, STATE, laid out as "
+                                     "kafka-consumer-groups.sh --list --type --state prints them.")
+    ls.add_argument("--state", type=group_states, nargs="*", action="extend", default=[],
                     metavar="STATE", help="only groups in these states (Stable, Empty, "
                                           "PreparingRebalance, CompletingRebalance, Dead; "
-                                          "space- or comma-separated)")
-    ls.add_argument("--type", type=group_types, nargs="+", action="extend", default=[],
-                    metavar="TYPE", help="only groups of these types (classic, consumer)")
+                                          "space- or comma-separated; none given: all)")
+    ls.add_argument("--type", type=group_types, nargs="*", action="extend", default=[],
+                    metavar="TYPE", help="only groups of these types (classic, consumer; "
+                                         "none given: all)")
     ls.add_argument("--json", action="store_true",
                     help="print a JSON list of {group, state, type} objects")
     add_bootstrap(ls)
@@ -292,8 +295,16 @@ def list_(args: argparse.Namespace) -> int:
                   key=lambda r: r["group"])
     if args.json:
         _print_json(rows)
-    elif rows:
-        print_table(["GROUP", "STATE", "TYPE"], ([r["group"], r["state"], r["type"]] for r in rows))
+        return 0
+    # Kafka's layout: GROUP padded to its longest name (at least 15) plus 10, then TYPE and
+    # STATE padded to 20, one space apart
+    width = max([15, *(len(r["group"]) for r in rows)]) + 10
+    for group, gtype, state in [("GROUP", "TYPE", "STATE"),
+                                *((r["group"], r["type"], r["state"]) for r in rows)]:
+        print(f"{group:<{width}} {gtype:<20} {state:<20}")
+    if not rows:
+        print("No consumer groups found" + (" matching the filters." if states or types else "."),
+              file=sys.stderr)
     return 0
 
 

@@ -25,6 +25,7 @@ from ._common import (
     key_value,
     position,
 )
+from ._console import READER_PROPERTIES, InputError, LineFormat, split_properties
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
@@ -43,19 +44,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p = sub.add_parser("produce", help="send stdin lines as messages",
                        description="Send each line of stdin as one message "
                                    "(like kafka-console-producer.sh). A summary goes to stderr.")
-    p.add_argument("topic")
+    p.add_argument("topic", nargs="?", help="the topic (or --topic TOPIC)")
+    p.add_argument("--topic", dest="topic_option", metavar="TOPIC", help=argparse.SUPPRESS)
     p.add_argument("--key-separator", metavar="SEP",
-                   help="split each line at the first SEP into key and value")
+                   help="split each line at the first SEP into key and value (same as --property "
+                        "parse.key=true --property key.separator=SEP)")
     p.add_argument("--partition", type=int, metavar="N",
                    help="send every message to partition N (default: by key, or spread)")
     p.add_argument("--header", type=header, action="append", default=[], metavar="KEY=VALUE",
                    help="header added to every message, repeatable (KEY alone: null value)")
-    p.add_argument("--acks", choices=ACKS, default="all",
+    p.add_argument("--acks", "--request-required-acks", choices=ACKS, default="all",
                    help="acknowledgements to wait for (default: all)")
-    p.add_argument("--compression", choices=COMPRESSIONS, default="none",
-                   help="batch compression (default: none)")
+    p.add_argument("--compression", "--compression-codec", choices=COMPRESSIONS, default="none",
+                   nargs="?", const="gzip",
+                   help="batch compression (default: none; the option alone: gzip, as Kafka's)")
+    p.add_argument("--sync", action="store_true",
+                   help="wait for each message's acknowledgement before reading the next line")
     p.add_argument("--property", type=key_value, action="append", default=[],
-                   metavar="KEY=VALUE", help="raw librdkafka producer setting, repeatable")
+                   metavar="KEY=VALUE",
+                   help="input format, repeatable, as kafka-console-producer.sh: parse.key, "
+                        "key.separator (default TAB), parse.headers, headers.delimiter (TAB), "
+                        "headers.separator (',', a regular expression), headers.key.separator "
+                        "(':'), ignore.error, null.marker; other names are producer settings")
+    p.add_argument("--producer-property", "--command-property", type=key_value, action="append", default=[],
+                   metavar="KEY=VALUE", help="librdkafka producer setting, repeatable")
     add_bootstrap(p)
     p.set_defaults(func=guarded("samsa produce", run))
 
@@ -130,23 +142,16 @@ def _lines(stream: BinaryIO) -> Iterable[bytes]:
         yield raw
 
 
-class InputError(Exception):
-    """A stdin line that cannot be turned into a message."""
-
-
-def _send_lines(producer: Producer, args: argparse.Namespace, sep: bytes | None,
-                kwargs: dict[str, Any], stats: DeliveryStats) -> None:
+def _send_lines(producer: Producer, topic: str, reader: LineFormat,
+                fixed_headers: list[tuple[str, bytes | None]], kwargs: dict[str, Any],
+                stats: DeliveryStats, sync: bool = False) -> None:
     for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
-        key: bytes | None = None
-        value = line
-        if sep is not None:
-            key, found, value = line.partition(sep)
-            if not found:
-                raise InputError(f"line {lineno} has no key separator {args.key_separator!r}")
+        key, value, parsed = reader.parse(line, lineno)
+        headers: list[tuple[str, str | bytes | None]] = [*parsed, *fixed_headers]
         stats.sent += 1
         while True:
             try:
-                producer.produce(args.topic, value=value, key=key, **kwargs)
+                producer.produce(topic, value=value, key=key, headers=headers or None, **kwargs)
                 break
             except BufferError:
                 producer.poll(0.1)  # local queue full: wait for deliveries
@@ -154,9 +159,23 @@ def _send_lines(producer: Producer, args: argparse.Namespace, sep: bytes | None,
                 stats.failed += 1
                 stats.first_error = stats.first_error or f"line {lineno}: {describe_error(e)}"
                 break
-        producer.poll(0)
+        if sync:
+            producer.flush()
+        else:
+            producer.poll(0)
         if stats.failed:
             return
+
+
+def line_format(args: argparse.Namespace, props: dict[str, str]) -> LineFormat:
+    """The line reader from --property, with the older --key-separator folded in."""
+    if args.key_separator:
+        given = props.get("key.separator", args.key_separator)
+        if given != args.key_separator:
+            raise UsageError(f"--key-separator {args.key_separator!r} and --property "
+                             f"key.separator={given} disagree; give one of them")
+        props = {**props, "parse.key": "true", "key.separator": args.key_separator}
+    return LineFormat.from_properties(props)
 
 
 def _flush(producer: Producer, timeout: float) -> int:
@@ -174,31 +193,35 @@ def _flush(producer: Producer, timeout: float) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.topic and args.topic_option and args.topic != args.topic_option:
+        raise UsageError(f"two topics given: {args.topic!r} and --topic {args.topic_option!r}")
+    topic = args.topic or args.topic_option
+    if not topic:
+        raise UsageError("a topic is required (samsa produce TOPIC or --topic TOPIC)")
+    reader_props, legacy, _ = split_properties(args.property, READER_PROPERTIES)
+    reader = line_format(args, reader_props)
     bootstrap = args.bootstrap_server
     producer = make_producer(producer_config(bootstrap, args.acks, args.compression,
-                                             args.property))
-    count = partition_count(producer, bootstrap, args.topic)
+                                             [*legacy, *args.producer_property]))
+    count = partition_count(producer, bootstrap, topic)
     if args.partition is not None and not 0 <= args.partition < count:
-        raise CliError(f"topic {args.topic!r} has no partition {args.partition} "
+        raise CliError(f"topic {topic!r} has no partition {args.partition} "
                        f"(it has {count}: 0..{count - 1})")
-    headers = [(k, v.encode() if v is not None else None) for k, v in args.header] or None
-    sep = args.key_separator.encode() if args.key_separator else None
+    fixed = [(k, v.encode() if v is not None else None) for k, v in args.header]
     stats = DeliveryStats()
     kwargs: dict[str, Any] = {"on_delivery": stats.on_delivery}
     if args.partition is not None:
         kwargs["partition"] = args.partition
-    if headers:
-        kwargs["headers"] = headers
     input_error: str | None = None
     try:
-        _send_lines(producer, args, sep, kwargs, stats)
+        _send_lines(producer, topic, reader, fixed, kwargs, stats, args.sync)
     except InputError as e:
         input_error = str(e)
     except KeyboardInterrupt:
         pass  # Ctrl-C ends the input like Ctrl-D: deliver what was read, then stop
     remaining = _flush(producer, MESSAGE_TIMEOUT_MS / 1000 + 5)
     per_partition = ", ".join(f"partition {p}: {n}" for p, n in sorted(stats.delivered.items()))
-    summary = f"Produced {stats.total_delivered} message(s) to topic {args.topic}"
+    summary = f"Produced {stats.total_delivered} message(s) to topic {topic}"
     print(summary + (f" ({per_partition})" if per_partition else "") + ".", file=sys.stderr)
     if stats.failed or remaining:
         lost = stats.failed + remaining

@@ -3,25 +3,30 @@ records, then makes the log manager match the image. Single node: this broker is
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
+from collections.abc import Sequence
 
-from samsa.config import TOPIC_CONFIGS, BrokerConfig, ConfigError, validate_topic_configs
+from samsa.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    validate_broker_configs,
+    validate_topic_configs,
+)
 from samsa.protocol.errors import Err
 from samsa.storage.log import LogConfig
 from samsa.storage.manager import LogManager
 
+from .limits import ControllerError, check_broker_budget, check_replica_list
 from .metadata import MetadataImage, MetadataLog
+
+__all__ = ["Controller", "ControllerError", "validate_topic_name"]
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_LEN = 249
 PRODUCER_ID_BLOCK = 1000
-
-
-class ControllerError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def validate_topic_name(name: str) -> None:
@@ -65,32 +70,58 @@ class Controller:
             cid = self.config.get("cluster.id") or _new_cluster_id()
             await self.meta.write([{"type": "cluster", "cluster_id": cid}])
 
+    @property
+    def node_ids(self) -> frozenset[int]:
+        """The registered brokers: this one."""
+        return frozenset((self.config.node_id,))
+
+    def partition_total(self) -> int:
+        """Partitions hosted by this broker (all topics, internal ones included)."""
+        return sum(t.partitions for t in self.image.topics.values())
+
+    def check_budget(self, adding: int) -> None:
+        """Refuse (POLICY_VIOLATION) what would exceed max.broker.partitions."""
+        check_broker_budget(self.partition_total(), adding,
+                            self.config.get_int("max.broker.partitions"))
+
     async def create_topic(self, name: str, partitions: int, replication: int,
                            configs: dict[str, str | None], validate_only: bool = False,
                            internal: bool = False) -> uuid.UUID:
+        """Checks in the order of Kafka's controller (name, existence, configs, replication factor,
+        partitions, then the broker's partition budget) and writes nothing unless all pass.
+        `partitions`/`replication` of -1 take the broker defaults. Internal topics (sized by the
+        broker's own configs) are not held to max.broker.partitions."""
         validate_topic_name(name)
         if name in self.image.topics:
             raise ControllerError(Err.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if partitions == -1:
-            partitions = self.config.get_int("num.partitions")
-        if partitions <= 0:
-            raise ControllerError(Err.INVALID_PARTITIONS,
-                                  "Number of partitions must be larger than 0.")
-        if replication == -1:
-            replication = self.config.get_int("default.replication.factor")
-        if replication <= 0:
-            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
-                                  "Replication factor must be larger than 0.")
-        if replication > 1:
-            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
-                                  f"Unable to replicate the partition {replication} time(s): "
-                                  "The target replication factor of "
-                                  f"{replication} cannot be reached because only 1 broker(s) "
-                                  "are registered.")
+        collide = _collision_key(name)
+        for other in self.image.topics:
+            if _collision_key(other) == collide:
+                raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
+                                      f"Topic '{name}' collides with existing topic: {other}")
         try:
             validate_topic_configs(configs)
         except ConfigError as e:
             raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
+        if replication < -1 or replication == 0:
+            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
+                                  "Replication factor must be larger than 0, or -1 to use the "
+                                  "default value.")
+        if partitions < -1 or partitions == 0:
+            raise ControllerError(Err.INVALID_PARTITIONS,
+                                  "Number of partitions was set to an invalid non-positive value.")
+        if partitions == -1:
+            partitions = self.config.get_int("num.partitions")
+        if replication == -1:
+            replication = self.config.get_int("default.replication.factor")
+        if replication > len(self.node_ids):
+            raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
+                                  f"Unable to replicate the partition {replication} time(s): "
+                                  "The target replication factor of "
+                                  f"{replication} cannot be reached because only "
+                                  f"{len(self.node_ids)} broker(s) are registered.")
+        if not internal:
+            self.check_budget(partitions)
         topic_id = uuid.uuid4()
         if validate_only:
             return topic_id
@@ -98,10 +129,20 @@ class Controller:
         await self.meta.write([{"type": "topic", "name": name, "topic_id": str(topic_id),
                                 "partitions": partitions, "configs": clean,
                                 "internal": internal}])
-        cfg = self.log_config(name)
-        for p in range(partitions):
-            self.logs.create(name, p, cfg)
+        await self._open_logs(name, topic_id, 0, partitions)
         return topic_id
+
+    async def _open_logs(self, name: str, topic_id: uuid.UUID, start: int, end: int) -> None:
+        """Create the logs of partitions start..end-1, letting other requests run between two:
+        a partition costs milliseconds (files, fsync), so thousands would hold the event loop for
+        seconds. Stops if the topic is deleted (or replaced) meanwhile."""
+        cfg = self.log_config(name)
+        for p in range(start, end):
+            t = self.image.topics.get(name)
+            if t is None or t.topic_id != topic_id:
+                return
+            self.logs.create(name, p, cfg)
+            await asyncio.sleep(0)
 
     async def delete_topic(self, name: str) -> None:
         if name not in self.image.topics:
@@ -112,25 +153,34 @@ class Controller:
         await self.meta.write([{"type": "remove_topic", "name": name}])
         self.logs.delete_topic(name)
 
-    async def create_partitions(self, name: str, count: int, validate_only: bool) -> None:
+    async def create_partitions(self, name: str, count: int, validate_only: bool,
+                                assignments: Sequence[Sequence[int]] | None = None) -> None:
+        """Grow a topic to `count` partitions; everything is checked before anything is written."""
         t = self.image.topics.get(name)
         if t is None:
             raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
-                                  f"The topic '{name}' does not exist.")
-        if count < t.partitions:
-            raise ControllerError(Err.INVALID_PARTITIONS,
-                                  f"Topic currently has {t.partitions} partitions, which is higher "
-                                  f"than the requested {count}.")
+                                  "This server does not host this topic-partition.")
         if count == t.partitions:
             raise ControllerError(Err.INVALID_PARTITIONS,
-                                  f"Topic already has {t.partitions} partitions.")
+                                  f"Topic already has {t.partitions} partition(s).")
+        if count < t.partitions:
+            raise ControllerError(Err.INVALID_PARTITIONS,
+                                  f"The topic {name} currently has {t.partitions} partition(s); "
+                                  f"{count} would not be an increase.")
+        additional = count - t.partitions
+        if assignments is not None:
+            if len(assignments) != additional:
+                raise ControllerError(Err.INVALID_REPLICA_ASSIGNMENT,
+                                      f"Attempted to add {additional} additional partition(s), but "
+                                      f"only {len(assignments)} assignment(s) were specified.")
+            for broker_ids in assignments:
+                check_replica_list(broker_ids, self.node_ids, 1)
+        self.check_budget(additional)
         if validate_only:
             return
         old = t.partitions
         await self.meta.write([{"type": "partitions", "name": name, "partitions": count}])
-        cfg = self.log_config(name)
-        for p in range(old, count):
-            self.logs.create(name, p, cfg)
+        await self._open_logs(name, t.topic_id, old, count)
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
                                   validate_only: bool) -> None:
@@ -147,8 +197,9 @@ class Controller:
         self.logs.update_config(name, self.log_config(name))
 
     async def alter_broker_configs(self, changes: dict[str, str | None],
-                                   validate_only: bool) -> None:
-        """Dynamic cluster-wide defaults for topic configs (Kafka's log.* synonyms)."""
+                                   validate_only: bool, node: str = "") -> None:
+        """Dynamic broker settings (Kafka's log.* synonyms of topic configs): cluster-wide
+        defaults (node "") or this broker's own (node = its id)."""
         by_syn = {d.broker_synonym: d for d in TOPIC_CONFIGS.values() if d.broker_synonym}
         for k, v in changes.items():
             d = by_syn.get(k)
@@ -157,12 +208,12 @@ class Controller:
                                       f"Cannot update broker config {k} dynamically")
             if v is not None:
                 try:
-                    validate_topic_configs({d.name: v})
+                    validate_broker_configs({k: v})
                 except ConfigError as e:
                     raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
         if validate_only:
             return
-        await self.meta.write([{"type": "broker_config", "configs": changes}])
+        await self.meta.write([{"type": "broker_config", "configs": changes, "node": node}])
         for name in self.image.topics:
             self.logs.update_config(name, self.log_config(name))
 
@@ -174,6 +225,11 @@ class Controller:
         pid = self._pid_next
         self._pid_next += 1
         return pid
+
+
+def _collision_key(name: str) -> str:
+    """Kafka refuses topics whose names differ only by '.' versus '_' (they share metric names)."""
+    return name.replace(".", "_")
 
 
 def _new_cluster_id() -> str:

@@ -35,15 +35,19 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
     next_producer_id: int = 0
-    broker_configs: dict[str, str] = field(default_factory=dict)
+    broker_configs: dict[str, str] = field(default_factory=dict)  # cluster-wide defaults ("")
+    node_configs: dict[str, str] = field(default_factory=dict)  # this broker's own (resource "1")
 
     def broker_configs_for_topics(self) -> dict[str, str]:
-        """Dynamic broker defaults translated to topic config names."""
+        """Dynamic broker settings translated to topic config names; the broker's own override
+        the cluster-wide defaults (Kafka: DYNAMIC_BROKER_CONFIG above DYNAMIC_DEFAULT_BROKER_CONFIG)."""
         from samsa.config import TOPIC_CONFIGS
         out = {}
         for d in TOPIC_CONFIGS.values():
-            if d.broker_synonym and d.broker_synonym in self.broker_configs:
-                out[d.name] = self.broker_configs[d.broker_synonym]
+            for layer in (self.node_configs, self.broker_configs):
+                if d.broker_synonym and d.broker_synonym in layer:
+                    out[d.name] = layer[d.broker_synonym]
+                    break
         return out
 
     def apply(self, rec: dict[str, Any]) -> None:
@@ -65,11 +69,12 @@ class MetadataImage:
                 else:
                     t.configs[k] = v
         elif kind == "broker_config":
+            layer = self.node_configs if rec.get("node") else self.broker_configs
             for k, v in rec["configs"].items():
                 if v is None:
-                    self.broker_configs.pop(k, None)
+                    layer.pop(k, None)
                 else:
-                    self.broker_configs[k] = v
+                    layer[k] = v
         elif kind == "remove_topic":
             gone = self.topics.pop(rec["name"], None)
             if gone is not None:

@@ -37,14 +37,22 @@ DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+ALTER_REPLICA_LOG_DIRS = 34
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+DESCRIBE_QUORUM = 55
+DESCRIBE_TOPIC_PARTITIONS = 75
 
-# api key -> (min version, max version). Minimums are Kafka 4.x's; maximums are what our handlers
-# implement (and kio decodes).
+# api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
+# Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
+# 4.0's table), except the top versions of Produce, EndTxn and TxnOffsetCommit (12, 5, 5), which
+# mean transactions v2 (KIP-890 part 2), not implemented. See docs/compatibility.md.
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 11),
-    FETCH: (4, 16),
-    LIST_OFFSETS: (1, 8),
-    METADATA: (0, 12),
+    FETCH: (4, 17),
+    LIST_OFFSETS: (1, 10),
+    METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     CREATE_TOPICS: (2, 7),
     DELETE_TOPICS: (1, 6),
@@ -55,7 +63,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_LOG_DIRS: (1, 4),
     CREATE_PARTITIONS: (0, 3),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    DESCRIBE_CLUSTER: (0, 1),
+    DESCRIBE_CLUSTER: (0, 2),
     OFFSET_COMMIT: (2, 9),
     OFFSET_FETCH: (1, 9),
     FIND_COORDINATOR: (0, 6),
@@ -76,4 +84,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_TRANSACTIONS: (0, 1),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
     CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ALTER_REPLICA_LOG_DIRS: (1, 2),
+    ELECT_LEADERS: (0, 2),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_QUORUM: (0, 2),
+    DESCRIBE_TOPIC_PARTITIONS: (0, 0),
 }
+
+# What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
+# are refused (KIP-896 removed them; a request closes the connection): older librdkafka versions
+# (2.0.2, in kcat's Debian package) compress produce batches only when the broker lists Produce v0.
+ADVERTISED: dict[int, tuple[int, int]] = {**SUPPORTED, PRODUCE: (0, SUPPORTED[PRODUCE][1])}

@@ -19,6 +19,8 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
+from .request_guard import check_frame, frame_checker
+
 _I32 = struct.Struct(">i")
 
 
@@ -57,7 +59,10 @@ def response_schema(key: int, version: int) -> tuple[type, Any, Any, Any]:
 
 
 def decode_request(key: int, version: int, frame: bytes) -> tuple[Any, Any]:
-    """(header, body) of a request frame (without its length prefix). Trailing bytes are ignored."""
+    """(header, body) of a request frame (without its length prefix). Trailing bytes are ignored.
+    Raises request_guard.MalformedRequest for a frame that does not parse under its schema (checked
+    before kio's native reader sees it: see request_guard)."""
+    frame = check_frame(key, version, frame)
     read_header, read_body = request_reader(key, version)
     header, n = read_header(frame, 0)
     body, _ = read_body(frame, n)
@@ -140,3 +145,14 @@ def encode_response(key: int, version: int, correlation_id: int, data: dict[str,
     size = sum(len(c) for c in out)
     out[0] = _I32.pack(size)
     return out
+
+
+def warm_up(supported: dict[int, tuple[int, int]]) -> None:
+    """Import and compile the readers, guards and writers of every served API version now: kio
+    imports each version's schema module lazily, and an import that needs a file descriptor must
+    not happen when the broker is out of them (a request would be refused as undecodable)."""
+    for key, (lo, hi) in supported.items():
+        for version in range(lo, hi + 1):
+            request_reader(key, version)
+            frame_checker(key, version)
+            response_schema(key, version)

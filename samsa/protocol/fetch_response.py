@@ -1,4 +1,4 @@
-"""Hand-written Fetch response encoder (v4–v16): struct packing instead of kio's generic writer, and
+"""Hand-written Fetch response encoder (v4–v17): struct packing instead of kio's generic writer, and
 a partition's records may be a file slice rather than bytes, so the server can `sendfile` them.
 
 The output is a list of chunks: bytes, and slice objects (anything with a `length`) standing for

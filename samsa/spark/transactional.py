@@ -13,7 +13,7 @@ replayed task carries the same rows as the attempt that may already have committ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -38,12 +38,41 @@ def ensure_control_topic(opts: SinkOptions, topic: str) -> None:
             raise
 
 
+class SinkContextError(RuntimeError):
+    """The task does not carry the ids exactly-once depends on: writing anyway could skip or
+    duplicate a batch, so the write fails instead."""
+
+
+BATCH_ID = "streaming.sql.batchId"
+QUERY_ID = "sql.streaming.queryId"
+
+
+def task_identity(get: Callable[[str], str | None]) -> tuple[str, int]:
+    """(query id, micro-batch id) from a Spark task's local properties (`get`), or
+    SinkContextError. No defaults: a made-up batch id 0 would be skipped as already committed
+    once batch 0 is, and a shared "unknown" query id would mix queries' markers."""
+    raw_batch = get(BATCH_ID)
+    query_id = get(QUERY_ID)
+    if raw_batch is None or not raw_batch.strip().isdigit():
+        raise SinkContextError(
+            f"the samsa exactly-once sink needs the micro-batch id (task property {BATCH_ID}), got "
+            f"{raw_batch!r}: it only runs as a writeStream sink of a Structured Streaming query")
+    if not query_id or not query_id.strip():
+        raise SinkContextError(
+            f"the samsa exactly-once sink needs the streaming query id (task property {QUERY_ID}), "
+            f"got {query_id!r}: it only runs as a writeStream sink of a Structured Streaming query")
+    return query_id.strip(), int(raw_batch)
+
+
 def committed_batch(opts: SinkOptions, group: str, control_topic: str) -> int:
-    """The next batch id this task's group recorded as committed (0 if none)."""
+    """The next batch id this task's group recorded as committed (0 if none: no offset yet).
+    A failed lookup raises: guessing 0 could write a committed batch again."""
     c = Consumer({**opts.client, "group.id": group, "enable.auto.commit": False, "log_level": 3})
     try:
-        res = c.committed([TopicPartition(control_topic, 0)], timeout=TIMEOUT_S)
-        return max(0, int(res[0].offset))
+        (res,) = c.committed([TopicPartition(control_topic, 0)], timeout=TIMEOUT_S)
+        if res.error is not None:
+            raise KafkaException(res.error)
+        return max(0, int(res.offset))  # OFFSET_INVALID (-1001) when the group has no offset
     finally:
         c.close()
 
@@ -53,8 +82,7 @@ def write_batch_exactly_once(opts: SinkOptions, control_topic: str,
     from pyspark import TaskContext
     ctx = TaskContext.get()
     assert ctx is not None, "the samsa stream writer runs inside a Spark task"
-    batch_id = int(ctx.getLocalProperty("streaming.sql.batchId") or "0")
-    query_id = ctx.getLocalProperty("sql.streaming.queryId") or "unknown"
+    query_id, batch_id = task_identity(ctx.getLocalProperty)
     part = ctx.partitionId()
     group = f"samsa-spark-sink-{query_id}-{part}"
     ensure_control_topic(opts, control_topic)

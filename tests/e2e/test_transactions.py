@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from samsa.testing import SamsaBroker, free_port
 
@@ -39,21 +39,45 @@ def create(bs: str, *topics: tuple[str, int]) -> None:
         fut.result(10)
 
 
-def read(bs: str, topic: str, parts: int, iso: str, seconds: float = 3.0) -> list[bytes]:
+def read(bs: str, topic: str, parts: int, iso: str) -> list[bytes]:
+    """Every record a consumer with isolation level `iso` gets from the start of each partition up
+    to the end the broker reports for that level (the LSO for read_committed, else the high
+    watermark): done when every partition has signalled end-of-partition, so absence of a record
+    is the broker's answer, not a quiet interval."""
     c = Consumer({"bootstrap.servers": bs, "group.id": "reader", "isolation.level": iso,
-                  "enable.auto.commit": False})
+                  "enable.auto.commit": False, "enable.partition.eof": True})
     c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
     out: list[bytes] = []
-    idle_since = time.time()
-    while time.time() - idle_since < seconds:
-        msgs = c.consume(1000, 0.3)
-        for m in msgs:
+    at_end: set[int] = set()
+    deadline = time.time() + 30
+    while len(at_end) < parts and time.time() < deadline:
+        for m in c.consume(1000, 0.3):
+            if m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(m.partition())
+                continue
             assert m.error() is None, m.error()
+            at_end.discard(m.partition())
             out.append(m.value())
-        if msgs:
-            idle_since = time.time()
     c.close()
+    assert len(at_end) == parts, f"{topic}: partitions {sorted(at_end)} of {parts} reached their end"
     return out
+
+
+def stable_end(bs: str, topic: str, partition: int) -> int:
+    """The partition's last stable offset: ListOffsets(latest) at isolation level read_committed."""
+    admin = AdminClient({"bootstrap.servers": bs})
+    tp = TopicPartition(topic, partition)
+    res = admin.list_offsets({tp: OffsetSpec.latest()},
+                             isolation_level=IsolationLevel.READ_COMMITTED)[tp].result(10)
+    return int(res.offset)
+
+
+def wait_stable_end(bs: str, topic: str, partition: int, expected: int, seconds: float = 30) -> None:
+    """Poll (bounded) until the LSO is `expected`: a transaction timeout has to elapse first."""
+    deadline = time.time() + seconds
+    while (got := stable_end(bs, topic, partition)) != expected and time.time() < deadline:
+        time.sleep(0.2)
+    assert got == expected, f"{topic}-{partition}: LSO {got}, expected {expected}"
 
 
 def test_committed_aborted_visibility_and_zombie_fencing(broker: SamsaBroker) -> None:
@@ -99,8 +123,10 @@ def test_committed_aborted_visibility_and_zombie_fencing(broker: SamsaBroker) ->
         p.begin_transaction()
         p.produce("vis", value=b"zombie", partition=0)
         p.commit_transaction(10)
-    assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()
-    assert b"zombie" not in read(bs, "vis", 2, "read_uncommitted", seconds=1.5)
+    err = e.value.args[0]
+    assert err.fatal() and err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                          KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert b"zombie" not in read(bs, "vis", 2, "read_uncommitted")
 
 
 def test_transaction_timeout_aborts_and_lso_advances(broker: SamsaBroker) -> None:
@@ -115,9 +141,14 @@ def test_transaction_timeout_aborts_and_lso_advances(broker: SamsaBroker) -> Non
     plain = Producer({"bootstrap.servers": bs})
     plain.produce("tmo", value=b"after")
     plain.flush(10)
-    # the open transaction holds the LSO back: read_committed sees nothing yet
-    assert read(bs, "tmo", 1, "read_committed", seconds=0.5) == []
-    time.sleep(3.5)  # past transaction.timeout.ms: the coordinator aborts and fences
+    # the open transaction (offset 0) holds the LSO back: read_committed gets nothing, "after"
+    # included, while read_uncommitted gets both
+    assert stable_end(bs, "tmo", 0) == 0
+    assert read(bs, "tmo", 1, "read_committed") == []
+    assert read(bs, "tmo", 1, "read_uncommitted") == [b"left-open", b"after"]
+    # past transaction.timeout.ms the coordinator aborts: the abort marker (offset 2) is written
+    # and the LSO moves to the end
+    wait_stable_end(bs, "tmo", 0, 3)
     assert read(bs, "tmo", 1, "read_committed") == [b"after"]
 
 
@@ -281,13 +312,11 @@ def test_broker_kill9_during_open_transactions() -> None:
         hang.flush(10)
         b.kill()
         b.start()
-        # the open transaction is aborted once its timeout passes after the restart
-        time.sleep(4.5)
+        # the open transaction is aborted once its timeout passes after the restart: data (0)
+        # and abort marker (1), then the LSO is the end
+        wait_stable_end(bs, "bk", 1, 2)
         plain = Producer({"bootstrap.servers": bs})
         plain.produce("bk", value=b"later", partition=1)
         plain.flush(10)
+        assert stable_end(bs, "bk", 1) == 3
         assert sorted(read(bs, "bk", 2, "read_committed")) == [b"committed", b"later"]
-        c = Consumer({"bootstrap.servers": bs, "group.id": "x", "isolation.level": "read_committed"})
-        lo, hi = c.get_watermark_offsets(TopicPartition("bk", 1), timeout=10)
-        c.close()
-        assert hi >= 3  # data, abort marker, later: the LSO reached the end

@@ -143,8 +143,8 @@ def listed(bs: str, *args: str) -> dict[str, str]:
     lines = ok("list", *args, bootstrap=bs).stdout.splitlines()
     if not lines:
         return {}
-    assert lines[0].split() == ["GROUP", "STATE", "TYPE"]
-    return {f[0]: f[1] for f in (line.split() for line in lines[1:])}
+    assert lines[0].split() == ["GROUP", "TYPE", "STATE"]
+    return {f[0]: f[2] for f in (line.split() for line in lines[1:])}
 
 
 class ActiveMember:

@@ -193,8 +193,9 @@ def test_protobuf_incompatible_change_rejected(client: SchemaRegistryClient) -> 
     bad = MONEY_PROTO.replace("string currency = 2", "int64 currency = 2")
     with pytest.raises(SchemaRegistryError) as e:
         client.register_schema("proto-evolve", Schema(bad, "PROTOBUF"))
-    assert e.value.http_status_code == 409 and "FIELD_KIND_CHANGED" in e.value.error_message or \
-        "FIELD_SCALAR_KIND_CHANGED" in e.value.error_message
+    assert e.value.http_status_code == 409
+    assert ("FIELD_KIND_CHANGED" in e.value.error_message
+            or "FIELD_SCALAR_KIND_CHANGED" in e.value.error_message), e.value.error_message
     ok = MONEY_PROTO.replace("}", "string note = 3; }")
     assert client.register_schema("proto-evolve", Schema(ok, "PROTOBUF")) > 0
     assert client.test_compatibility("proto-evolve", Schema(bad, "PROTOBUF")) is False

@@ -3,10 +3,11 @@ auto.offset.reset) and the admin APIs: partitions, configs, records, cluster, lo
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -45,13 +46,25 @@ def watermarks(bs: str, topic: str, p: int = 0) -> tuple[int, int]:
         c.close()
 
 
-def first_offset(bs: str, topic: str, reset: str) -> int | None:
+def first_offset(bs: str, topic: str, reset: str) -> tuple[str, int]:
+    """Where a consumer assigned at offset 0 (below the log start now) ends up after the broker's
+    OFFSET_OUT_OF_RANGE and auto.offset.reset: ("record", offset) for the first record it gets, or
+    ("end", offset) when it reaches the end of the partition first (librdkafka's partition EOF
+    carries the position it reached)."""
     c = Consumer({"bootstrap.servers": bs, "group.id": "g", "auto.offset.reset": reset,
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])  # offset 0 is below the log start now
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
     try:
-        m = c.poll(5)
-        return None if m is None else m.offset()
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is None:
+                return "record", m.offset()
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            return "end", m.offset()
+        raise AssertionError(f"{topic}: neither a record nor the partition end in 20 s")
     finally:
         c.close()
 
@@ -66,10 +79,11 @@ def test_retention_bytes_deletes_segments_and_consumers_follow_reset(
     assert wait_for(lambda: watermarks(bs, "ret-bytes")[0] > 0), "log start offset never moved"
     lo, hi = watermarks(bs, "ret-bytes")
     assert hi == 300 and 0 < lo < 300
-    assert first_offset(bs, "ret-bytes", "earliest") == lo
+    # 'earliest' resets to the new log start offset
+    assert first_offset(bs, "ret-bytes", "earliest") == ("record", lo)
     fill(bs, "ret-bytes", 1)
-    # 'latest' jumps to the end: nothing old is delivered
-    assert first_offset(bs, "ret-bytes", "latest") in (None, 301)
+    # 'latest' jumps to the end (301): nothing old is delivered
+    assert first_offset(bs, "ret-bytes", "latest") == ("end", 301)
 
 
 def test_retention_ms_expires_old_segments(fast_broker: SamsaBroker) -> None:
@@ -147,12 +161,26 @@ def test_describe_cluster_and_log_dirs(samsa_broker: SamsaBroker) -> None:
     desc = admin.describe_cluster().result(10)
     assert len(desc.nodes) == 1 and desc.nodes[0].port == samsa_broker.port
     assert desc.controller.id == 1 and desc.cluster_id
+    admin.create_topics([NewTopic("ld", 2, 1)])["ld"].result(10)
+    fill(samsa_broker.bootstrap, "ld", 50)  # partition 0 only
     from kafka import KafkaAdminClient
     ka = KafkaAdminClient(bootstrap_servers=samsa_broker.bootstrap)
-    dirs = ka.describe_log_dirs()
-    ka.close()
-    text = repr(dirs)
-    assert "logs" in text
+    try:
+        (broker,) = ka.describe_log_dirs(["ld"])
+    finally:
+        ka.close()
+    assert broker["broker"] == 1
+    (log_dir,) = broker["log_dirs"]
+    root = samsa_broker.data_dir / "logs"
+    assert log_dir["error_code"] == 0 and log_dir["log_dir"] == str(root)
+    disk = shutil.disk_usage(root)
+    assert log_dir["total_bytes"] == disk.total and 0 < log_dir["usable_bytes"] <= disk.total
+    (topic,) = log_dir["topics"]
+    assert topic["name"] == "ld"
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    on_disk = {i: sum(f.stat().st_size for f in (root / f"ld-{i}").glob("*.log")) for i in (0, 1)}
+    assert sizes == on_disk and on_disk[0] > 50 * 100 and on_disk[1] == 0
+    assert all(p["offset_lag"] == 0 and not p["is_future_key"] for p in topic["partitions"])
 
 
 def test_fetch_long_poll_is_woken_by_append(samsa_broker: SamsaBroker) -> None:

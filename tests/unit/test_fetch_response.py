@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from samsa.protocol import apis
 from samsa.protocol.codec import encode_response
 from samsa.protocol.fetch_response import FetchPartition, encode_fetch_response
 
@@ -25,6 +26,8 @@ def materialise(chunks: list[Any]) -> bytes:
 
 ALPHA = uuid.UUID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
 BETA = uuid.UUID("12345678-1234-5678-1234-567812345678")
+# every Fetch version ApiVersions advertises (v4-v17, as Kafka 4.0)
+VERSIONS = range(apis.SUPPORTED[apis.FETCH][0], apis.SUPPORTED[apis.FETCH][1] + 1)
 BIG = bytes(range(256)) * 200  # 51200 bytes: above the inline limit, sent as its own chunk
 
 
@@ -72,7 +75,7 @@ def ours(version: int, topics: list[tuple[str, uuid.UUID, list[FetchPartition]]]
     return encode_fetch_response(version, 4242, keyed, error_code=error_code, session_id=session_id)
 
 
-@pytest.mark.parametrize("version", range(4, 17))
+@pytest.mark.parametrize("version", VERSIONS)
 def test_matches_kio_for_every_version(version: int) -> None:
     topics = sample()
     mine = ours(version, topics, session_id=123456789)
@@ -82,14 +85,14 @@ def test_matches_kio_for_every_version(version: int) -> None:
     assert sum(isinstance(c, FakeSlice) for c in mine) == 2
 
 
-@pytest.mark.parametrize("version", range(4, 17))
+@pytest.mark.parametrize("version", VERSIONS)
 def test_top_level_error_and_empty_responses(version: int) -> None:
     mine = ours(version, [], error_code=70, session_id=0)  # FETCH_SESSION_ID_NOT_FOUND
     ref = encode_response(1, version, 4242, as_dict(version, [], 70, 0))
     assert materialise(mine) == b"".join(ref)
 
 
-@pytest.mark.parametrize("version", range(4, 17))
+@pytest.mark.parametrize("version", VERSIONS)
 def test_null_records_and_empty_partition_list(version: int) -> None:
     topics = [("t", ALPHA, []), ("u", BETA, [FetchPartition(3, 0, 1, 1, 0, None, None)])]
     mine = ours(version, topics, session_id=1)

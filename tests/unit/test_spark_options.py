@@ -76,3 +76,17 @@ def test_wire_format_header() -> None:
         (3, [1, 2], b"pb")
     with pytest.raises(FramingError):
         split_frame(b"\x01abcd")
+
+
+def test_exactly_once_task_identity_has_no_defaults() -> None:
+    from samsa.spark.transactional import SinkContextError, task_identity
+    props = {"streaming.sql.batchId": "12", "sql.streaming.queryId": "q-1"}
+    assert task_identity(props.get) == ("q-1", 12)
+    for missing in props:
+        with pytest.raises(SinkContextError, match=missing.replace(".", r"\.")):
+            task_identity({k: v for k, v in props.items() if k != missing}.get)
+    for bad_batch in ("", " ", "-1", "x"):
+        with pytest.raises(SinkContextError, match="micro-batch id"):
+            task_identity({**props, "streaming.sql.batchId": bad_batch}.get)
+    with pytest.raises(SinkContextError, match="query id"):
+        task_identity({**props, "sql.streaming.queryId": "  "}.get)

@@ -7,7 +7,7 @@ from typing import Any
 
 from samsa.protocol import apis
 
-from . import configs, fetch, groups, meta, offsets, produce, producer_ids, topics, txn
+from . import admin, configs, fetch, groups, meta, offsets, produce, producer_ids, topics, txn
 
 HANDLERS: dict[int, Any] = {
     apis.API_VERSIONS: meta.api_versions,
@@ -45,4 +45,10 @@ HANDLERS: dict[int, Any] = {
     apis.LIST_TRANSACTIONS: txn.list_transactions,
     apis.CONSUMER_GROUP_HEARTBEAT: groups.consumer_group_heartbeat,
     apis.CONSUMER_GROUP_DESCRIBE: groups.consumer_group_describe,
+    apis.DESCRIBE_TOPIC_PARTITIONS: admin.describe_topic_partitions,
+    apis.DESCRIBE_QUORUM: admin.describe_quorum,
+    apis.ELECT_LEADERS: admin.elect_leaders,
+    apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
+    apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+    apis.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
 }

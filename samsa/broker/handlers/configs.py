@@ -6,7 +6,15 @@ import shutil
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError
-from samsa.config import BROKER_CONFIGS, CONFIG_TYPE, TOPIC_CONFIGS
+from samsa.config import (
+    BROKER_CONFIGS,
+    CONFIG_TYPE,
+    STATIC_DEFAULTS,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    broker_synonyms,
+    is_read_only,
+)
 from samsa.protocol.errors import Err
 
 if TYPE_CHECKING:
@@ -14,66 +22,87 @@ if TYPE_CHECKING:
     from samsa.broker.server import RequestContext
 
 TOPIC, BROKER = 2, 4
-# DescribeConfigs sources
+# DescribeConfigs sources (TOPIC_CONFIG is the client's DYNAMIC_TOPIC_CONFIG)
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
+Layers = list[tuple[dict[str, str], int]]
 
-def _entry(name: str, value: str | None, source: int, synonyms: list[dict[str, Any]],
-           ctype: str, doc: str, include_doc: bool) -> dict[str, Any]:
-    return {"name": name, "value": value, "read_only": False, "config_source": source,
-            "is_default": source == DEFAULT, "is_sensitive": ctype == "password",
-            "synonyms": synonyms, "config_type": CONFIG_TYPE.get(ctype, 0),
-            "documentation": doc if include_doc else None}
+
+def _layers(broker: Broker) -> Layers:
+    """Where a broker setting can come from, highest precedence first."""
+    image = broker.controller.image
+    return [(image.node_configs, DYNAMIC_BROKER), (image.broker_configs, DYNAMIC_DEFAULT_BROKER),
+            (broker.config.values, STATIC_BROKER), (STATIC_DEFAULTS, DEFAULT)]
+
+
+def _synonyms(layers: Layers, name: str, sensitive: bool) -> list[dict[str, Any]]:
+    """Kafka's synonym list for broker setting `name`: every layer in precedence order, each with
+    all the names the setting has (log.retention.ms, .minutes, .hours), then everything before
+    the first entry for `name` itself dropped, as Kafka does (so log.retention.ms has no synonyms
+    while only log.retention.hours is set)."""
+    names = broker_synonyms(name)
+    out = [{"name": n, "value": None if sensitive else values[n], "source": source}
+           for values, source in layers for n in names if n in values]
+    first = next((i for i, s in enumerate(out) if s["name"] == name), len(out))
+    return out[first:]
+
+
+def _entry(name: str, value: str | None, synonyms: list[dict[str, Any]], syn: bool,
+           d: ConfigDef, read_only: bool, doc: bool) -> dict[str, Any]:
+    sensitive = d.type == "password"
+    source = synonyms[0]["source"] if synonyms else DEFAULT
+    return {"name": name, "value": None if sensitive else value, "read_only": read_only,
+            "config_source": source, "is_default": source == DEFAULT, "is_sensitive": sensitive,
+            "synonyms": synonyms if syn else [], "config_type": CONFIG_TYPE.get(d.type, 0),
+            "documentation": d.doc if doc else None}
 
 
 def _describe_topic(broker: Broker, name: str, keys: set[str] | None, syn: bool,
                     doc: bool) -> list[dict[str, Any]]:
-    t = broker.controller.image.topics[name]
-    dyn_broker = broker.controller.image.broker_configs
+    """Kafka's createTopicConfigEntry: the topic's own value (TOPIC_CONFIG), then the synonyms
+    of the broker setting that provides its default; never read-only."""
+    own = broker.controller.image.topics[name].configs
+    effective = broker.controller.topic_configs(name)
+    layers = _layers(broker)
     out = []
     for k, d in TOPIC_CONFIGS.items():
-        if keys is not None and k not in keys:
+        if keys and k not in keys:
             continue
         chain: list[dict[str, Any]] = []
-        if k in t.configs:
-            chain.append({"name": k, "value": t.configs[k], "source": DYNAMIC_TOPIC})
-        if d.broker_synonym and d.broker_synonym in dyn_broker:
-            chain.append({"name": d.broker_synonym, "value": dyn_broker[d.broker_synonym],
-                          "source": DYNAMIC_DEFAULT_BROKER})
-        static, src = broker.config.topic_default(k)
-        if src == STATIC_BROKER:
-            chain.append({"name": d.broker_synonym or k, "value": static, "source": STATIC_BROKER})
-        if d.default is not None:
-            chain.append({"name": d.broker_synonym or k, "value": d.default, "source": DEFAULT})
-        value, source = (chain[0]["value"], chain[0]["source"]) if chain else (None, DEFAULT)
-        out.append(_entry(k, value, source, chain if syn else [], d.type, d.doc, doc))
+        if k in own:
+            chain.append({"name": k, "value": own[k], "source": DYNAMIC_TOPIC})
+        if d.broker_synonym:
+            chain += _synonyms(layers, d.broker_synonym, d.type == "password")
+        out.append(_entry(k, effective.get(k, d.default), chain, syn, d, False, doc))
     return out
 
 
-def _describe_broker(broker: Broker, keys: set[str] | None, syn: bool,
+def _describe_broker(broker: Broker, per_broker: bool, keys: set[str] | None, syn: bool,
                      doc: bool) -> list[dict[str, Any]]:
-    dyn = broker.controller.image.broker_configs
+    """Kafka's createBrokerConfigEntry. The broker's id describes every setting it knows; the
+    cluster-default resource ("") only the dynamic defaults that are set."""
+    layers = _layers(broker)
+    if per_broker:
+        names = sorted(BROKER_CONFIGS)
+    else:
+        names = sorted(k for k in broker.controller.image.broker_configs if k in BROKER_CONFIGS)
+        layers = [(values, src) for values, src in layers if src == DYNAMIC_DEFAULT_BROKER]
     out = []
-    for k, d in sorted(BROKER_CONFIGS.items()):
-        if keys is not None and k not in keys:
+    for k in names:
+        if keys and k not in keys:
             continue
-        chain: list[dict[str, Any]] = []
-        if k in dyn:
-            chain.append({"name": k, "value": dyn[k], "source": DYNAMIC_DEFAULT_BROKER})
-        if k in broker.config.values:
-            chain.append({"name": k, "value": broker.config.values[k], "source": STATIC_BROKER})
-        if d.default is not None:
-            chain.append({"name": k, "value": d.default, "source": DEFAULT})
-        value, source = (chain[0]["value"], chain[0]["source"]) if chain else (None, DEFAULT)
-        out.append(_entry(k, value, source, chain if syn else [], d.type, d.doc, doc))
+        d = BROKER_CONFIGS[k]
+        value = next((values[k] for values, _ in layers if k in values), None)
+        chain = _synonyms(layers, k, d.type == "password")
+        out.append(_entry(k, value, chain, syn, d, is_read_only(k), doc))
     return out
 
 
 def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
     for res in req.resources:
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        keys = set(res.configuration_keys) if res.configuration_keys else None
         syn = getattr(req, "include_synonyms", False)
         doc = getattr(req, "include_documentation", False)
         r: dict[str, Any] = {"error_code": 0, "error_message": None,
@@ -88,14 +117,21 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 r["error_code"] = Err.INVALID_REQUEST
-                r["error_message"] = f"Unexpected broker id {res.resource_name}"
+                r["error_message"] = (f"Unexpected broker id, expected {broker.node_id} or empty "
+                                      f"string, but received {res.resource_name}")
             else:
-                r["configs"] = _describe_broker(broker, keys, syn, doc)
+                r["configs"] = _describe_broker(broker, res.resource_name != "", keys, syn, doc)
         else:
             r["error_code"] = Err.INVALID_REQUEST
             r["error_message"] = f"Unsupported resource type {res.resource_type}"
         results.append(r)
     return {"throttle_time": 0, "results": results}
+
+
+def _broker_layer(broker: Broker, res: Any) -> dict[str, str]:
+    """The dynamic settings a broker resource holds: its own ("1") or the cluster defaults ("")."""
+    image = broker.controller.image
+    return image.node_configs if res.resource_name else image.broker_configs
 
 
 async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
@@ -106,7 +142,19 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
         if res.resource_type == TOPIC:
             await broker.controller.alter_topic_configs(res.resource_name, changes, validate_only)
         elif res.resource_type == BROKER:
-            await broker.controller.alter_broker_configs(changes, validate_only)
+            if res.resource_name not in ("", str(broker.node_id)):
+                raise ControllerError(Err.INVALID_REQUEST,
+                                      f"Unexpected broker id {res.resource_name}")
+            fixed = sorted(k for k in changes if k in BROKER_CONFIGS and is_read_only(k))
+            if fixed:
+                raise ControllerError(Err.INVALID_REQUEST, "Cannot update these configs "
+                                      f"dynamically: Set({', '.join(fixed)})")
+            try:
+                await broker.controller.alter_broker_configs(changes, validate_only,
+                                                             res.resource_name)
+            except ControllerError as e:
+                # Kafka answers INVALID_REQUEST for any broker config it cannot apply (KAFKA-13609)
+                raise ControllerError(Err.INVALID_REQUEST, str(e)) from None
         else:
             raise ControllerError(Err.INVALID_REQUEST,
                                   f"Unsupported resource type {res.resource_type}")
@@ -120,20 +168,38 @@ async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     out = []
     for res in req.resources:
         changes: dict[str, str | None] = {c.name: c.value for c in res.configs}
+        held: dict[str, str] = {}
         if res.resource_type == TOPIC and res.resource_name in broker.controller.image.topics:
-            for k in broker.controller.image.topics[res.resource_name].configs:
-                changes.setdefault(k, None)
+            held = broker.controller.image.topics[res.resource_name].configs
+        elif res.resource_type == BROKER:
+            held = _broker_layer(broker, res)
+        for k in held:
+            changes.setdefault(k, None)
         out.append(await _apply(broker, res, changes, req.validate_only))
     return {"throttle_time": 0, "responses": out}
+
+
+def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, str]:
+    """What APPEND/SUBTRACT start from, as Kafka: the resource's own value, else the built-in
+    default (not a broker-level default)."""
+    if res.resource_type == TOPIC:
+        d = TOPIC_CONFIGS.get(name)
+        t = broker.controller.image.topics.get(res.resource_name)
+        own = t.configs if t is not None else {}
+    elif res.resource_type == BROKER:
+        d = BROKER_CONFIGS.get(name)
+        own = _broker_layer(broker, res)
+    else:
+        return None, ""
+    if d is None:
+        return None, ""
+    return d, own.get(name, d.default or "")
 
 
 async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
                                     req: Any) -> dict[str, Any]:
     out = []
     for res in req.resources:
-        current: dict[str, str] = {}
-        if res.resource_type == TOPIC:
-            current = broker.controller.topic_configs(res.resource_name)
         changes: dict[str, str | None] = {}
         bad = None
         for c in res.configs:
@@ -143,15 +209,17 @@ async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
             elif op == DELETE:
                 changes[c.name] = None
             elif op in (APPEND, SUBTRACT):
-                d = TOPIC_CONFIGS.get(c.name)
+                d, base = _list_base(broker, res, c.name)
                 if d is None or d.type != "list":
                     bad = f"Config {c.name} is not a list: cannot APPEND or SUBTRACT"
                     break
-                items = [x for x in (current.get(c.name) or "").split(",") if x]
+                current = changes.get(c.name)
+                items = [x for x in (base if current is None else current).split(",") if x]
                 vals = [x for x in (c.value or "").split(",") if x]
                 if op == APPEND:
                     items += [v for v in vals if v not in items]
                 else:
+                    # may leave an empty list: valid (cleanup.policy= keeps everything)
                     items = [x for x in items if x not in vals]
                 changes[c.name] = ",".join(items)
             else:

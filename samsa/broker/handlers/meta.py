@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from samsa.broker.server import RequestContext
 
 _API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi}
-             for k, (lo, hi) in sorted(apis.SUPPORTED.items())]
+             for k, (lo, hi) in sorted(apis.ADVERTISED.items())]
 
 
 def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -1,4 +1,6 @@
-"""ListOffsets (earliest, latest, by timestamp, max timestamp) and DeleteRecords."""
+"""ListOffsets (earliest, latest, by timestamp, max timestamp; v8 earliest-local and v9 latest-tiered
+as Kafka answers them without tiered storage; v10's timeout only bounds remote work) and
+DeleteRecords."""
 
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     r["offset"] = lg.log_start_offset
                 elif ts == LATEST_TIERED:
-                    r["offset"] = lg.log_start_offset - 1
+                    # KIP-1005 (v9+): without tiered storage Kafka answers offset -1, epoch -1
+                    r["leader_epoch"] = -1
                 elif ts == MAX_TIMESTAMP:
                     off, mts = lg.max_timestamp_offset()
                     r["offset"], r["timestamp"] = off, mts

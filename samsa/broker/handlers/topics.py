@@ -1,103 +1,150 @@
-"""CreateTopics, DeleteTopics, CreatePartitions: thin wrappers over the controller."""
+"""CreateTopics, DeleteTopics, CreatePartitions: request-level checks (duplicates, Kafka's
+per-request partition limit), then the controller, topic by topic."""
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError
+from samsa.cluster.limits import EXCESSIVE, check_topic_assignments, request_total_too_large
 from samsa.config import TOPIC_CONFIGS
 from samsa.protocol.errors import Err
+
+_ZERO_ID = uuid.UUID(int=0)
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
 
 
+def _duplicates(keys: list[Any]) -> set[Any]:
+    return {k for k, n in Counter(keys).items() if n > 1}
+
+
+def _requested_partitions(t: Any, default: int) -> int:
+    """What a CreateTopics entry would add, as Kafka's per-request limit counts it."""
+    if t.assignments:
+        return len(t.assignments)
+    return default if t.num_partitions == -1 else t.num_partitions
+
+
 async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Kafka's order: a request adding over 10,000 partitions fails whole (POLICY_VIOLATION);
+    duplicate names fail (INVALID_REQUEST); each other topic is checked and created on its own."""
+    topics = list(req.topics or ())
+    default_partitions = broker.config.get_int("num.partitions")
+    too_large = request_total_too_large(_requested_partitions(t, default_partitions)
+                                        for t in topics)
+    dups = _duplicates([t.name for t in topics])
     results = []
-    seen: dict[str, int] = {}
-    for t in req.topics:
-        seen[t.name] = seen.get(t.name, 0) + 1
-    for t in req.topics:
+    for t in topics:
         r: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0,
                              "error_message": None, "num_partitions": -1,
                              "replication_factor": -1, "configs": None}
-        if seen[t.name] > 1:
-            r["error_code"] = Err.INVALID_REQUEST
-            r["error_message"] = f"Create topics request from client contains duplicate topic {t.name}"
-            results.append(r)
+        results.append(r)
+        if too_large:
+            r["error_code"], r["error_message"] = Err.POLICY_VIOLATION, EXCESSIVE
             continue
-        configs = {c.name: c.value for c in t.configs}
+        if t.name in dups:
+            r["error_code"], r["error_message"] = Err.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        configs = {c.name: c.value for c in (t.configs or ())}
         partitions, replication = t.num_partitions, t.replication_factor
-        if t.assignments:
-            if partitions != -1 or replication != -1:
-                r["error_code"] = Err.INVALID_REQUEST
-                r["error_message"] = ("Both numPartitions or replicationFactor and "
-                                      "replicasAssignments were set.")
-                results.append(r)
-                continue
-            partitions = len(t.assignments)
-            replication = len(t.assignments[0].broker_ids)
-            if any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
-                r["error_code"] = Err.INVALID_REPLICA_ASSIGNMENT
-                r["error_message"] = f"Unknown broker in replica assignment; only {broker.node_id}"
-                results.append(r)
-                continue
         try:
+            if t.assignments:
+                if replication != -1:
+                    raise ControllerError(Err.INVALID_REQUEST,
+                                          "A manual partition assignment was specified, but "
+                                          "replication factor was not set to -1.")
+                if partitions != -1:
+                    raise ControllerError(Err.INVALID_REQUEST,
+                                          "A manual partition assignment was specified, but "
+                                          "numPartitions was not set to -1.")
+                partitions, replication = check_topic_assignments(
+                    [(a.partition_index, a.broker_ids) for a in t.assignments],
+                    broker.controller.node_ids)
             tid = await broker.controller.create_topic(t.name, partitions, replication, configs,
                                                        validate_only=req.validate_only)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
-            results.append(r)
             continue
         eff = broker.controller.topic_configs(t.name) if not req.validate_only else {
             **broker.controller.topic_configs(""), **{k: v for k, v in configs.items() if v}}
         r.update(topic_id=tid,
-                 num_partitions=partitions if partitions != -1 else broker.config.get_int("num.partitions"),
+                 num_partitions=partitions if partitions != -1 else default_partitions,
                  replication_factor=1,
                  configs=[{"name": k, "value": eff.get(k), "read_only": False,
                            "config_source": 1 if k in configs else 5, "is_sensitive": False}
                           for k in TOPIC_CONFIGS])
-        results.append(r)
     return {"throttle_time": 0, "topics": results}
 
 
 async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    results = []
+    """Each entry names a topic by name or (v6+) by id, not both; a name or id given twice fails
+    (INVALID_REQUEST), as Kafka's controller answers."""
     names = getattr(req, "topic_names", None)
     if names is not None and not getattr(req, "topics", None):
-        items = [(n, None) for n in names]
+        items: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in names]
     else:
-        items = [(t.name, t.topic_id) for t in req.topics]
-    image = broker.controller.image
+        items = [(t.name, None if t.topic_id == _ZERO_ID else t.topic_id)
+                 for t in (req.topics or ())]
+    dup_names = _duplicates([n for n, _ in items if n is not None])
+    dup_ids = _duplicates([i for n, i in items if n is None and i is not None])
+    results = []
     for name, tid in items:
         r: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
-        if name is None and tid is not None:
-            t = image.by_id.get(tid)
+        results.append(r)
+        bad = ("You may not specify both topic name and topic id."
+               if name is not None and tid is not None
+               else "Duplicate topic name." if name in dup_names
+               else "Duplicate topic id." if name is None and tid in dup_ids
+               else "Neither topic name nor id were specified." if name is None and tid is None
+               else None)
+        if bad:
+            r["error_code"], r["error_message"] = Err.INVALID_REQUEST, bad
+            continue
+        image = broker.controller.image
+        if name is None:
+            t = image.by_id.get(tid) if tid is not None else None
             if t is None:
                 r["error_code"] = Err.UNKNOWN_TOPIC_ID
-                results.append(r)
                 continue
             name = r["name"] = t.name
-        t = image.topics.get(name or "")
+        t = image.topics.get(name)
         if t is not None:
             r["topic_id"] = t.topic_id
         try:
-            await broker.controller.delete_topic(name or "")
-            await broker.groups.forget_topic(name or "")
+            await broker.controller.delete_topic(name)
+            await broker.groups.forget_topic(name)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
-        results.append(r)
     return {"throttle_time": 0, "responses": results}
 
 
 async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """A request adding over 10,000 partitions in all fails whole (POLICY_VIOLATION, as Kafka's
+    controller answers); duplicate names fail (INVALID_REQUEST); each other topic on its own."""
+    topics = list(req.topics or ())
+    image = broker.controller.image
+    too_large = request_total_too_large(
+        t.count - image.topics[t.name].partitions for t in topics if t.name in image.topics)
+    dups = _duplicates([t.name for t in topics])
     results = []
-    for t in req.topics:
+    for t in topics:
         r: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
+        results.append(r)
+        if too_large:
+            r["error_code"], r["error_message"] = Err.POLICY_VIOLATION, EXCESSIVE
+            continue
+        if t.name in dups:
+            r["error_code"], r["error_message"] = Err.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        assignments = None if t.assignments is None else [a.broker_ids for a in t.assignments]
         try:
-            await broker.controller.create_partitions(t.name, t.count, req.validate_only)
+            await broker.controller.create_partitions(t.name, t.count, req.validate_only,
+                                                      assignments)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
-        results.append(r)
     return {"throttle_time": 0, "results": results}

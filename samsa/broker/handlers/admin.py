@@ -1,0 +1,236 @@
+"""Replica and quorum admin APIs, answered as a one-broker, one-log-dir Kafka 4.0 (combined
+broker + controller) answers them: DescribeTopicPartitions, DescribeQuorum, ElectLeaders,
+AlterPartitionReassignments, ListPartitionReassignments and AlterReplicaLogDirs.
+
+On one node every partition has a single replica, this node, which is its leader, its whole ISR and
+its preferred leader; nothing is ever being reassigned. The error codes for what cannot be done
+follow Kafka's controller and ReplicaManager.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from samsa.cluster.controller import ControllerError, validate_topic_name
+from samsa.cluster.metadata import METADATA_TOPIC, TopicImage
+from samsa.protocol.errors import Err
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+    from samsa.broker.server import RequestContext
+
+ELECTION_NOT_NEEDED = 84
+NO_REASSIGNMENT_IN_PROGRESS = 85
+PREFERRED, UNCLEAN = 0, 1
+# Kafka's max.request.partition.size.limit default: the most partitions DescribeTopicPartitions
+# answers in one response, whatever the request's response_partition_limit.
+PARTITION_SIZE_LIMIT = 2000
+# Without an authorizer Kafka reports every operation a topic supports: READ, WRITE, CREATE,
+# DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS (ACL operation codes 3-8, 10, 11).
+TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+# A single-voter quorum never holds an election after its first: Samsa reports that epoch.
+QUORUM_LEADER_EPOCH = 1
+
+
+# ---- DescribeTopicPartitions (75) ---------------------------------------------------------------
+def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    image = broker.controller.image
+    cursor = req.cursor
+    cursor_topic = cursor.topic_name if cursor is not None else ""
+    fetch_all = not req.topics
+    if fetch_all:
+        names = {n for n in image.topics if n >= cursor_topic}
+    else:
+        names = {t.name for t in req.topics if t.name >= cursor_topic}
+        if cursor is not None and cursor.topic_name not in names:
+            # Kafka: "topic list should contain the cursor topic" -> INVALID_REQUEST on every topic
+            return {"throttle_time": 0, "next_cursor": None, "topics": [
+                {"error_code": Err.INVALID_REQUEST, "name": t.name, "topic_id": uuid.UUID(int=0),
+                 "is_internal": False, "partitions": [],
+                 "topic_authorized_operations": -2147483648} for t in req.topics]}
+    limit = int(broker.config.get("max.request.partition.size.limit") or PARTITION_SIZE_LIMIT)
+    remaining = min(limit, req.response_partition_limit)
+    topics: list[dict[str, Any]] = []
+    next_cursor: dict[str, Any] | None = None
+    for name in sorted(names):
+        if remaining <= 0:
+            if remaining == 0:  # the next page starts at this topic's first partition
+                next_cursor = {"topic_name": name, "partition_index": 0}
+            break
+        t = image.topics.get(name)
+        if t is None:
+            if not fetch_all:
+                topics.append(_unknown_topic(name))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
+        upper = min(t.partitions, start + remaining)
+        parts = [_partition(broker, p) for p in range(max(start, 0), upper)]
+        topics.append({"error_code": 0, "name": name, "topic_id": t.topic_id,
+                       "is_internal": t.internal, "partitions": parts,
+                       "topic_authorized_operations": TOPIC_OPERATIONS})
+        if upper < t.partitions:
+            next_cursor = {"topic_name": name, "partition_index": upper}
+            break
+        remaining -= len(parts)
+    return {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor}
+
+
+def _unknown_topic(name: str) -> dict[str, Any]:
+    try:
+        validate_topic_name(name)
+        error = Err.UNKNOWN_TOPIC_OR_PARTITION
+    except ControllerError:
+        error = Err.INVALID_TOPIC_EXCEPTION
+    return {"error_code": error, "name": name, "topic_id": uuid.UUID(int=0),
+            "is_internal": name in ("__consumer_offsets", "__transaction_state"),
+            "partitions": [], "topic_authorized_operations": TOPIC_OPERATIONS}
+
+
+def _partition(broker: Broker, index: int) -> dict[str, Any]:
+    node = broker.node_id
+    return {"error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": 0,
+            "replica_nodes": (node,), "isr_nodes": (node,), "eligible_leader_replicas": (),
+            "last_known_elr": (), "offline_replicas": ()}
+
+
+# ---- DescribeQuorum (55) ------------------------------------------------------------------------
+def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """The metadata quorum of a combined single node: this node is its only voter and leader."""
+    topics = req.topics
+    valid = (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
+             and len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0)
+    if not valid:  # Kafka answers each requested partition with UNKNOWN_TOPIC_OR_PARTITION
+        return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
+            {"topic_name": t.topic_name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": Err.UNKNOWN_TOPIC_OR_PARTITION} for p in t.partitions]}
+            for t in topics]}
+    assert broker.meta is not None
+    end = broker.meta.log.end_offset  # every metadata write is fsynced before it applies
+    now = int(time.time() * 1000)
+    node = broker.node_id
+    voter = {"replica_id": node, "replica_directory_id": uuid.UUID(int=0), "log_end_offset": end,
+             "last_fetch_timestamp": now, "last_caught_up_timestamp": now}
+    listener = (broker.config.get("listeners") or "PLAINTEXT://").split("://", 1)[0].strip()
+    return {"error_code": 0, "error_message": None,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
+                {"partition_index": 0, "error_code": 0, "error_message": None,
+                 "leader_id": node, "leader_epoch": QUORUM_LEADER_EPOCH, "high_watermark": end,
+                 "current_voters": [voter], "observers": []}]}],
+            "nodes": [{"node_id": node, "listeners": [
+                {"name": listener, "host": broker.host, "port": broker.port}]}]}
+
+
+# ---- ElectLeaders (43) --------------------------------------------------------------------------
+def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    image = broker.controller.image
+    election = getattr(req, "election_type", PREFERRED)
+    if election not in (PREFERRED, UNCLEAN):
+        results = [{"topic": t.topic, "partition_result": [
+            {"partition_id": p, "error_code": Err.INVALID_REQUEST,
+             "error_message": f"Unknown election type {election}"} for p in t.partitions]}
+            for t in req.topic_partitions or ()]
+        return {"throttle_time": 0, "error_code": Err.INVALID_REQUEST,
+                "replica_election_results": results}
+    results = []
+    if req.topic_partitions is None:
+        # every partition: the ones already led by their preferred leader are left out, so on one
+        # node each topic comes back with no partition results
+        for name in image.topics:
+            results.append({"topic": name, "partition_result": []})
+    else:
+        for t in req.topic_partitions:
+            parts = []
+            for p in t.partitions:
+                code, msg = _elect(image.topics.get(t.topic), t.topic, p)
+                parts.append({"partition_id": p, "error_code": code, "error_message": msg})
+            results.append({"topic": t.topic, "partition_result": parts})
+    return {"throttle_time": 0, "error_code": 0, "replica_election_results": results}
+
+
+def _elect(t: TopicImage | None, name: str, p: int) -> tuple[int, str | None]:
+    if t is None:
+        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
+    if not 0 <= p < t.partitions:
+        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{p}"
+    # the only replica leads: it is the preferred leader, and an unclean election has a leader
+    return ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+
+
+# ---- AlterPartitionReassignments (45) / ListPartitionReassignments (46) -------------------------
+def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    image = broker.controller.image
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, msg = _reassign(broker, image.topics.get(t.name), t.name, p.partition_index,
+                                  p.replicas)
+            parts.append({"partition_index": p.partition_index, "error_code": code,
+                          "error_message": msg})
+        responses.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses}
+
+
+def _reassign(broker: Broker, t: TopicImage | None, name: str, index: int,
+              replicas: tuple[int, ...] | None) -> tuple[int, str | None]:
+    if t is None:
+        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
+    if not 0 <= index < t.partitions:
+        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
+    if replicas is None:  # cancel
+        return NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
+    if not replicas:
+        return Err.INVALID_REPLICA_ASSIGNMENT, \
+            "The manual partition assignment includes an empty replica list."
+    seen: set[int] = set()
+    for b in sorted(replicas):
+        if b != broker.node_id:
+            return Err.INVALID_REPLICA_ASSIGNMENT, \
+                f"The manual partition assignment includes broker {b}, but no such broker is " \
+                "registered."
+        if b in seen:
+            return Err.INVALID_REPLICA_ASSIGNMENT, \
+                f"The manual partition assignment includes the broker {b} more than once."
+        seen.add(b)
+    return 0, None  # the target is the current assignment: nothing to move
+
+
+def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    # nothing is ever reassigning on one node; Kafka lists only reassigning partitions and skips
+    # unknown topics silently
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+
+
+# ---- AlterReplicaLogDirs (34) -------------------------------------------------------------------
+def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    log_dirs = {os.path.abspath(d): d for d in broker.config.log_dirs}
+    # Kafka builds a partition -> destination map: a partition named twice keeps the last path
+    target: dict[tuple[str, int], str] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for p in t.partitions:
+                target[(t.name, p)] = d.path
+    results: dict[str, list[dict[str, Any]]] = {}
+    for (name, p), path in target.items():
+        results.setdefault(name, []).append(
+            {"partition_index": p, "error_code": _move(broker, log_dirs, name, p, path)})
+    return {"throttle_time": 0, "results": [
+        {"topic_name": name, "partitions": parts} for name, parts in results.items()]}
+
+
+def _move(broker: Broker, log_dirs: dict[str, Any], name: str, p: int, path: str) -> int:
+    if len(f"{name}-{p}.{'0' * 32}-future") > 255:  # Kafka: the future log's dir name is too long
+        return Err.INVALID_TOPIC_EXCEPTION
+    if path not in log_dirs:  # Kafka compares with each log dir's absolute path
+        return Err.LOG_DIR_NOT_FOUND
+    lg = broker.partition_log(name, p)
+    if lg is None:
+        return Err.UNKNOWN_TOPIC_OR_PARTITION
+    if os.path.abspath(lg.dir.parent) == path:
+        return 0  # already there: Kafka skips creating a future replica
+    # another configured log dir: Samsa does not move replicas between log dirs
+    return Err.KAFKA_STORAGE_ERROR
