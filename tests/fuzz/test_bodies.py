@@ -20,7 +20,7 @@ import time
 from socket import socket
 
 import pytest
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
 from samsa.protocol.records import encode_batch
@@ -60,6 +60,19 @@ def advertised(broker: SamsaBroker) -> dict[int, tuple[int, int]]:
     return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in resp.api_keys}
 
 
+def fuzz_versions(key: int, lo: int, hi: int) -> list[int]:
+    """The lowest and highest advertised versions kio has a schema for (ApiVersions lists
+    Produce from v0 as Kafka 4.0 does, though v0-v2 are refused and kio knows them not)."""
+    known = []
+    for v in range(lo, hi + 1):
+        try:
+            load_request_schema(key, v)
+            known.append(v)
+        except Exception:  # noqa: BLE001 - kio raises its own UnknownEntity
+            continue
+    return sorted({known[0], known[-1]}) if known else []
+
+
 class Sender:
     """One connection reused until the broker closes it."""
 
@@ -97,7 +110,7 @@ def test_mutated_bodies_of_every_advertised_api(fuzz_broker: SamsaBroker, health
     records = encode_batch([(b"k", b"v" * 30, [("h", b"x")], int(time.time() * 1000))])
     plan: list[tuple[int, int, str, bytes]] = []
     for key, (lo, hi) in sorted(apis_.items()):
-        for v in sorted({lo, hi}):
+        for v in fuzz_versions(key, lo, hi):
             req = build_request(key, v, DATA_TOPIC, records, correlation_id=0x5A5A)
             assert req.marks_verified, f"marking encoder differs from kio for api {key} v{v}"
             plan += [(key, v, label, fr) for label, fr in mutations(req, rng)]
@@ -148,7 +161,7 @@ def test_correct_requests_still_answered_after_mutations(fuzz_broker: SamsaBroke
     records = encode_batch([(b"k", b"v", [], int(time.time() * 1000))])
     failures = []
     for key, (lo, hi) in sorted(apis_.items()):
-        for v in sorted({lo, hi}):
+        for v in fuzz_versions(key, lo, hi):
             req = build_request(key, v, DATA_TOPIC, records, correlation_id=77)
             s = connect(fuzz_broker.bootstrap)
             s.sendall(req.frame())

@@ -22,7 +22,7 @@ from samsa.testing import SamsaBroker
 
 from ._mutate import boundary_values, encode_with, int_paths, sample, with_value
 from ._support import DATA_TOPIC, RSS_ABUSE_BOUND_MB, Health, correlation_of, rss_mb
-from .test_bodies import ANSWER_WAIT_S, MAY_WAIT, Sender, advertised
+from .test_bodies import ANSWER_WAIT_S, MAY_WAIT, Sender, advertised, fuzz_versions
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -35,7 +35,7 @@ def test_out_of_range_integer_values(fuzz_broker: SamsaBroker, health: Health,
     records = encode_batch([(b"k", b"v", [], int(time.time() * 1000))])
     plan = []
     for key, (lo, hi) in sorted(advertised(fuzz_broker).items()):
-        for v in sorted({lo, hi}):
+        for v in fuzz_versions(key, lo, hi):
             cls = load_request_schema(key, v)
             base = sample(cls, DATA_TOPIC, records)
             for path, ktype in int_paths(cls):
