@@ -106,8 +106,6 @@ def bad_records() -> dict[str, tuple[bytes, int, int | None]]:
                                        None),
         "header key length -1": (record(headers=zz(1) + zz(-1) + zz(1) + b"v"), 1, None),
         "header value length -2": (record(headers=zz(1) + zz(2) + b"hk" + zz(-2)), 1, None),
-        "header key invalid utf-8": (record(headers=zz(1) + zz(2) + b"\xff\xfe" + zz(1) + b"v"), 1,
-                                     None),
         "unterminated varint": (b"\xff\xff\xff", 1, None),
         "varint longer than 10 bytes": (b"\xff" * 11 + b"\x01" + ok, 1, None),
         "record count 2, one record": (ok, 2, None),
@@ -284,11 +282,13 @@ def test_malformed_batches_are_rejected_and_not_stored(fuzz_broker: SamsaBroker,
 def test_good_batches_of_every_codec_still_accepted(fuzz_broker: SamsaBroker,
                                                     health: Health) -> None:
     """The other side of the validator: valid batches of every codec, with headers, null keys and
-    values, are accepted and appended (count matches)."""
+    values, a header key that is not UTF-8, are accepted and appended (count matches)."""
     conn = Conn(fuzz_broker.bootstrap)
+    # the last record's second header key is not UTF-8: Kafka reads header keys with Java's
+    # lenient decoding (replacement characters) and accepts the batch
     recs = record() + record(key=None, value=None, offset_delta=1) + \
         record(key=b"k" * 300, value=os.urandom(5000), offset_delta=2,
-               headers=zz(2) + zz(2) + b"h1" + zz(-1) + zz(2) + b"h2" + zz(3) + b"abc")
+               headers=zz(2) + zz(2) + b"h1" + zz(-1) + zz(2) + b"\xff\xfe" + zz(3) + b"abc")
     for topic in _create(fuzz_broker, "-good"):
         for codec in (NONE, GZIP, SNAPPY, LZ4, ZSTD):
             if topic.startswith("fuzz-batch-compact"):
