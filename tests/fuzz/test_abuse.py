@@ -211,3 +211,32 @@ def test_many_non_readers_do_not_starve_others(fuzz_broker: SamsaBroker, health:
         for s in conns:
             s.close()
     health.check("non-readers gone")
+
+
+@pytest.mark.parametrize("setting", ["max.connections", "max.connections.per.ip"])
+def test_connection_limits(setting: str) -> None:
+    """With the limit at 50: the 51st connection is closed at once, the 50 held are served, and
+    once some leave new connections are admitted again."""
+    from samsa.testing import SamsaBroker as Broker
+
+    with Broker(overrides={setting: "50"}) as b:
+        held = [connect(b.bootstrap, timeout=10) for _ in range(50)]
+        for s in held[:3]:  # admitted connections are served (and so were accepted before #51)
+            s.sendall(api_versions_request(1))
+            assert read_answer(s, 10) is not None
+        extra = connect(b.bootstrap, timeout=10)
+        extra.sendall(api_versions_request(2))
+        assert read_answer(extra, 10) is None, f"connection 51 was served despite {setting}=50"
+        extra.close()
+        for s in held[:10]:
+            s.close()
+        time.sleep(0.5)  # the broker notices the closes
+        again = connect(b.bootstrap, timeout=10)
+        again.sendall(api_versions_request(3))
+        ans = read_answer(again, 10)
+        assert ans is not None and correlation_of(ans) == 3
+        again.close()
+        for s in held[10:]:
+            s.close()
+        assert b.proc is not None and b.proc.poll() is None
+        assert "Traceback" not in b.log_text()
