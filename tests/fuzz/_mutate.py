@@ -236,7 +236,8 @@ COUNTS_A32 = {"count 0xFFFFFFFF": struct.pack(">I", 0xFFFFFFFF),
               "count 0x7FFFFFFF": struct.pack(">i", 0x7FFFFFFF),
               "count 0x80000000": struct.pack(">I", 0x80000000),
               "count -2": struct.pack(">i", -2)}
-COUNTS_AUV = {"count 0xFFFFFFFF": uvarint(0xFFFFFFFF),
+COUNTS_AUV = {"count null (0)": uvarint(0),
+              "count 0xFFFFFFFF": uvarint(0xFFFFFFFF),
               "count 0x7FFFFFFF": uvarint(0x7FFFFFFF),
               "count 2^63": uvarint(2**63),
               "count unterminated varint": b"\xff" * 6}
