@@ -7,7 +7,8 @@ PIP := $(PY) -m pip
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# setup.py compiles samsa/protocol/_recordcheck.c (the produce path's record validator).
+$(VENV)/.installed: pyproject.toml setup.py samsa/protocol/_recordcheck.c
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev,spark]'

@@ -20,23 +20,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 from .request_guard import check_frame, frame_checker
+from .varint import uvarint as uvarint  # re-exported for the hand-written encoders
 
 _I32 = struct.Struct(">i")
-
-
-_SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
-
-
-def uvarint(n: int) -> bytes:
-    """Unsigned varint (compact lengths and counts) for the hand-written response encoders."""
-    if n < 0x80:
-        return _SMALL_UVARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class Chunks(list[bytes]):

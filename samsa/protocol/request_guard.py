@@ -35,6 +35,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from .varint import uvarint
+
 MAX_STRING = 0x7FFF
 
 _FIXED_SIZE = {
@@ -247,19 +249,10 @@ def _tagged_section(known: dict[int, Reader]) -> Reader:
             if w.tag_depth:
                 raise MalformedRequest("unknown tagged field inside a tagged field")
             kept = count - len(unknown)
-            w.cuts.append((count_start, count_end, _encode_uvarint(kept)))
+            w.cuts.append((count_start, count_end, uvarint(kept)))
             w.cuts.extend((a, b, b"") for a, b in unknown)
         return pos
     return read
-
-
-def _encode_uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @cache

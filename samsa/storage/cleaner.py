@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from . import cleaner_job
+from . import cleaner_job, fsio
 from .cleaner_job import (
     CleaningAborted,
     CleanJob,
@@ -305,9 +305,7 @@ class LogCleaner:
         entries = self.checkpoints.get(d, {})
         text = f"0\n{len(entries)}\n" + "".join(f"{t} {p} {o}\n" for (t, p), o in
                                                  sorted(entries.items()))
-        tmp = d / (CHECKPOINT + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, d / CHECKPOINT)
+        fsio.replace_file(d / CHECKPOINT, text.encode(), sync=False)
 
     def checkpoint(self, lg: PartitionLog) -> int | None:
         return self.checkpoints.get(lg.dir.parent, {}).get((lg.topic, lg.partition))
@@ -339,6 +337,10 @@ class LogCleaner:
         # stable offset) are never cleaned
         lso = lg.last_stable_offset
         uncleanable = min(lg.active.base, segs[max(lg._segment_index(lso), 0)].base)
+        # nor anything not yet fsynced: a record the cleaner drops must not depend on a later one
+        # that a power loss could still take away (with flush.messages=1 the earlier one was
+        # acknowledged as durable)
+        uncleanable = min(uncleanable, segs[lg._segment_index(lg.flushed_offset)].base)
         dirty_closed = [s for i, s in enumerate(segs[:-1]) if segs[i + 1].base > first_dirty]
         if cfg.min_compaction_lag_ms > 0:
             for s in dirty_closed:
@@ -564,4 +566,4 @@ class LogCleaner:
 
 def _remove_cleaned(directory: Path, base: int) -> None:
     for ext in (".log", ".index", ".timeindex"):
-        (directory / f"{segment_name(base)}{ext}{CLEANED}").unlink(missing_ok=True)
+        fsio.unlink(directory / f"{segment_name(base)}{ext}{CLEANED}")

@@ -8,6 +8,7 @@ recovery point (offset below which data was fsynced) and the log start offset ar
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
 from samsa.protocol.records import control_marker, decode_batch, encode_control_batch
 
+from . import fsio
 from .file_slice import FileSlice
 from .producer_state import ProducerStateManager
 from .segment import Segment, segment_name
@@ -41,11 +43,7 @@ def swap_name(first_base: int, next_base: int) -> str:
 
 
 def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsio.fsync_dir(directory)
 
 
 def _segment_files(directory: Path) -> list[tuple[int, Path]]:
@@ -133,6 +131,11 @@ class PartitionLog:
         self.last_flush = time.monotonic()
         self.flushed_offset = 0
         self._flush_task: asyncio.Future[None] | None = None
+        # directories whose entries changed (new segment files, a new partition directory) since
+        # the last flush: a flush fsyncs them too, or an acknowledged record could sit in a file
+        # that a power loss unlinks
+        self._sync_dirs: set[Path] = set()
+        self._rolled_synced: dict[int, int] = {}  # rolled segments synced out of order
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
@@ -141,29 +144,30 @@ class PartitionLog:
     @classmethod
     def open(cls, directory: Path, topic: str, partition: int, config: LogConfig,
              clean: bool) -> PartitionLog:
-        directory.mkdir(parents=True, exist_ok=True)
+        made = fsio.makedirs(directory)
         log = cls(directory, topic, partition, config)
+        log._sync_dirs.update(d.parent for d in made)
         log._load(clean)
         return log
 
     def _load(self, clean: bool) -> None:
-        meta_path = self.dir / META
-        if meta_path.exists():
-            meta = json.loads(meta_path.read_text())
-            self.log_start_offset = meta.get("log_start_offset", 0)
-            self.recovery_point = meta.get("recovery_point", 0)
+        self._read_meta()
         for p in self.dir.glob("*" + CLEANED):
-            p.unlink()
+            fsio.unlink(p)
         for p in sorted(self.dir.glob("*" + SWAP)):
             self._finish_swap(p)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
         for base in bases:
             seg = Segment(self.dir, base, self.config.index_interval)
             needs_scan = not clean and (base >= self.recovery_point or base == bases[-1])
+            cut = 0
             if needs_scan or not seg.load_indexes():
-                seg.recover(validate=True)
+                cut = seg.recover(validate=True)
             self.segments.append(seg)
             self.bases.append(base)
+            if cut and base != bases[-1]:
+                self._drop_after_torn(seg)
+                break
         # a segment left empty by a torn tail is harmless except as a zero-length non-active one;
         # dropping it must not move the end offset back (compaction leaves gaps before it)
         while (len(self.segments) > 1 and self.segments[-1].size == 0
@@ -179,6 +183,28 @@ class PartitionLog:
         self.flushed_offset = self.recovery_point
         self._write_meta()
         self._load_producer_state()
+
+    def _read_meta(self) -> None:
+        try:
+            meta = json.loads((self.dir / META).read_text())
+        except FileNotFoundError:
+            return
+        except ValueError:  # cannot happen with synced writes; a full scan is the safe answer
+            log.warning("%s: unreadable %s, rescanning every segment", self.dir.name, META)
+            return
+        self.log_start_offset = meta.get("log_start_offset", 0)
+        self.recovery_point = meta.get("recovery_point", 0)
+
+    def _drop_after_torn(self, torn: Segment) -> None:
+        """A torn segment that is not the last: what follows it was never flushed (a flush syncs
+        every segment up to the acknowledged offset), so, as Kafka does, the later segments go
+        rather than leave a hole in the offsets."""
+        later = [p for base, p in _segment_files(self.dir) if base > torn.base]
+        log.warning("%s: segment %d had a torn tail; deleting %d later segment files",
+                    self.dir.name, torn.base, len(later))
+        for p in later:
+            fsio.unlink(p)
+        self._sync_dirs.add(self.dir)
 
     def _load_producer_state(self) -> None:
         """Snapshot + the batch headers after it rebuild idempotence and transaction state."""
@@ -211,8 +237,9 @@ class PartitionLog:
         first, nxt = int(first_s), int(next_s)
         for base, p in _segment_files(self.dir):
             if first <= base < nxt:
-                p.unlink()
-        os.replace(swap, self.dir / f"{segment_name(first)}.log")
+                fsio.unlink(p)
+        fsio.replace(swap, self.dir / f"{segment_name(first)}.log")
+        self._sync_dirs.add(self.dir)
         log.info("%s: completed an interrupted swap of cleaned segment %d (replacing [%d, %d))",
                  self.dir.name, first, first, nxt)
 
@@ -233,20 +260,21 @@ class PartitionLog:
         if (self.deleted or first < 0 or end >= len(self.segments)
                 or any(a is not b for a, b in zip(self.segments[first:end], old, strict=True))):
             for p in cleaned:
-                p.unlink(missing_ok=True)
+                fsio.unlink(p)
             return False
         next_base = self.segments[end].base
         swap = self.dir / swap_name(old[0].base, next_base)
-        os.rename(cleaned[0], swap)
+        self._sync_dirs.add(self.dir)  # the cleaner fsyncs it after the swap; a flush may first
+        fsio.rename(cleaned[0], swap)
         _step("swap-named")
         for seg in old:
             seg.delete() if seg.base != old[0].base else seg.close()
         _step("old-deleted")
         base_stem = self.dir / segment_name(old[0].base)
-        os.replace(cleaned[1], base_stem.with_suffix(".index"))
-        os.replace(cleaned[2], base_stem.with_suffix(".timeindex"))
+        fsio.replace(cleaned[1], base_stem.with_suffix(".index"))
+        fsio.replace(cleaned[2], base_stem.with_suffix(".timeindex"))
         _step("indexes-renamed")
-        os.replace(swap, base_stem.with_suffix(".log"))
+        fsio.replace(swap, base_stem.with_suffix(".log"))
         _step("done")
         seg = Segment(self.dir, old[0].base, self.config.index_interval)
         if not seg.load_indexes():
@@ -256,10 +284,10 @@ class PartitionLog:
         return True
 
     def _write_meta(self) -> None:
-        tmp = self.dir / (META + ".tmp")
-        tmp.write_text(json.dumps({"log_start_offset": self.log_start_offset,
-                                   "recovery_point": self.recovery_point}))
-        os.replace(tmp, self.dir / META)
+        # synced before the rename: the name must never point at unwritten bytes
+        fsio.replace_file(self.dir / META, json.dumps({
+            "log_start_offset": self.log_start_offset,
+            "recovery_point": self.recovery_point}).encode(), sync=True)
 
     def close(self, clean: bool = True) -> None:
         if clean:
@@ -267,7 +295,12 @@ class PartitionLog:
                 s.flush()
             self.recovery_point = self.end_offset
             self._write_meta()
-            self.producers.snapshot(self.end_offset)
+            self.producers.snapshot(self.end_offset, sync=True)
+            self.producers.take_unsynced_index()
+            fsio.fsync_path(self.producers.index_path)
+            for d in sorted(self._sync_dirs | {self.dir}, key=lambda p: len(p.parts), reverse=True):
+                fsio.fsync_dir(d)
+            self._sync_dirs.clear()
         for s in self.segments:
             s.close()
         self._wake()
@@ -301,6 +334,7 @@ class PartitionLog:
     def _roll_to(self, base: int) -> Segment:
         seg = Segment(self.dir, base, self.config.index_interval)
         seg.recover(validate=False)  # fresh, creates empty index files
+        self._sync_dirs.add(self.dir)
         self.segments.append(seg)
         self.bases.append(base)
         return seg
@@ -323,20 +357,35 @@ class PartitionLog:
         self.producers.snapshot(self.end_offset)
         # Kafka flushes the closed segment asynchronously and moves the recovery point past it
         loop = _running_loop()
-        if loop is not None:
+        if loop is not None and _pin(old):
             fut = loop.run_in_executor(None, old.flush)
             base = self.active.base
-            fut.add_done_callback(lambda f: self._rolled_flushed(f, base))
+            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old, old.base))
         else:
             old.flush()
-            self._rolled_flushed(None, self.active.base)
+            self._rolled_flushed(None, self.active.base, None, old.base)
 
-    def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int) -> None:
+    def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int,
+                        pinned: Segment | None = None, old_base: int = -1) -> None:
+        """A rolled segment [old_base, base) is synced. The flushed offset and the recovery point
+        move past it only once everything before it is synced too: background fsyncs of
+        successive rolls may finish out of order."""
+        if pinned is not None:
+            pinned.release()
         if fut is not None and fut.exception() is not None:
             return
-        if not self.deleted and base > self.recovery_point:
-            self.recovery_point = base
-            self.flushed_offset = max(self.flushed_offset, base)
+        self._rolled_synced[old_base] = base
+        moved = -1
+        while True:
+            nxt = max((b for start, b in self._rolled_synced.items()
+                       if start <= self.flushed_offset < b), default=-1)
+            if nxt < 0:
+                break
+            self.flushed_offset = moved = nxt
+        self._rolled_synced = {a: b for a, b in self._rolled_synced.items()
+                               if b > self.flushed_offset}
+        if not self.deleted and moved > self.recovery_point:
+            self.recovery_point = moved  # a segment base: segments from it on are rescanned
             self._write_meta()
 
     def append(self, batch: bytearray, now_ms: int | None = None) -> tuple[int, int]:
@@ -413,19 +462,31 @@ class PartitionLog:
                     and (time.monotonic() - self.last_flush) * 1000 >= self.config.flush_ms))
 
     async def flush(self) -> None:
-        """fsync everything appended so far, in a worker thread; concurrent callers share fsyncs."""
+        """Make everything appended so far durable, in a worker thread: every segment written since
+        the last completed flush (a roll may have closed one whose own fsync is still running), the
+        aborted-transaction index, and the directories whose entries changed. Concurrent callers
+        share the fsyncs."""
         target = self.end_offset
         loop = asyncio.get_running_loop()
         while self.flushed_offset < target and not self.deleted:
             if self._flush_task is None or self._flush_task.done():
                 upto = self.end_offset
-                seg = self.active
+                segs = self.segments[self._segment_index(self.flushed_offset):]
+                dirs, self._sync_dirs = self._sync_dirs, set()
+                txn_index = self.producers.take_unsynced_index()
+                if txn_index is not None:
+                    dirs.add(self.dir)
                 self.unflushed_messages = 0
                 self.last_flush = time.monotonic()
-                task = loop.run_in_executor(None, seg.flush)
+                segs = [s for s in segs if _pin(s)]
+                task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
+                task.add_done_callback(functools.partial(_unpin, segs))
                 self._flush_task = task
                 try:
                     await asyncio.shield(task)
+                except BaseException:
+                    self._sync_dirs |= dirs  # not synced: the next flush tries again
+                    raise
                 finally:
                     if self._flush_task is task:
                         self._flush_task = None
@@ -570,6 +631,33 @@ class PartitionLog:
                 self._drop_leading(n)
             self._write_meta()
         return self.log_start_offset
+
+
+def _pin(seg: Segment) -> bool:
+    """Keep a segment's descriptors valid while a worker thread fsyncs it; False if closed."""
+    try:
+        seg.acquire()
+        return True
+    except ValueError:
+        return False
+
+
+def _unpin(segments: list[Segment], _done: object = None) -> None:
+    for seg in segments:
+        seg.release()
+
+
+def _sync(segments: list[Segment], txn_index: Path | None, dirs: set[Path]) -> None:
+    """The blocking part of a flush: file data first, then the directory entries naming it."""
+    for seg in segments:
+        seg.flush()
+    if txn_index is not None:
+        fsio.fsync_path(txn_index)
+    for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+        try:
+            fsio.fsync_dir(d)
+        except FileNotFoundError:  # the topic was deleted meanwhile
+            pass
 
 
 def _step(name: str) -> None:

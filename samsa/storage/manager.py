@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+from . import fdlimit, fsio
 from .cleaner import CleanerConfig, LogCleaner
 from .log import LogConfig, PartitionLog
 
@@ -29,6 +30,7 @@ class LogManager:
         self.clean_start = True
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(cleaner or CleanerConfig(), log_dirs)
+        self._fd_budget = fdlimit.configure()
 
     def detect_clean(self) -> bool:
         """Was the last shutdown clean? Consumes the marker (a crash from now on is unclean)."""
@@ -37,7 +39,7 @@ class LogManager:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_MARKER
             if marker.exists():
-                marker.unlink()
+                fsio.unlink(marker)
             elif any(d.iterdir()):
                 clean = False
         self.clean_start = clean
@@ -63,6 +65,7 @@ class LogManager:
                 self.logs[(topic, int(part))] = PartitionLog.open(p, topic, int(part), cfg, clean)
                 if not clean:
                     log.info("recovered %s in %.3fs", p.name, time.monotonic() - t0)
+        log.info(fdlimit.describe(*self._fd_budget, partitions=len(self.logs)))
 
     def _pick_dir(self) -> Path:
         counts = {d: 0 for d in self.log_dirs}
@@ -137,5 +140,8 @@ class LogManager:
         self.cleaner.close()
         for lg in self.logs.values():
             lg.close(clean=True)
+        # last, once every log is synced: a marker that outlived a power loss must not skip the
+        # recovery of data that did not
         for d in self.log_dirs:
-            (d / CLEAN_MARKER).touch()
+            fsio.write_file(d / CLEAN_MARKER, b"", sync=True)
+            fsio.fsync_dir(d)

@@ -12,7 +12,6 @@ batch headers after it, so it survives `kill -9`.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from bisect import bisect_left
 from collections import deque
@@ -20,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader
+
+from . import fsio
 
 INVALID_PRODUCER_EPOCH = 47
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
@@ -75,7 +76,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerEntry] = {}
         self.aborted: list[AbortedTxn] = []  # sorted by last_offset
         self._aborted_keys: set[tuple[int, int]] = set()
-        self._index_path = directory / "aborted.txnindex"
+        self.index_path = directory / "aborted.txnindex"
+        self._index_unsynced = False  # written since the last flush took it
 
     # ---- validation (before append) ------------------------------------------------------
     def check(self, h: BatchHeader) -> int | None:
@@ -164,14 +166,14 @@ class ProducerStateManager:
         if len(self.aborted) > 1 and self.aborted[-2].last_offset > a.last_offset:
             self.aborted.sort(key=lambda x: x.last_offset)
         if persist:
-            with open(self._index_path, "ab") as f:
-                f.write(_TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset,
-                                        a.last_stable_offset))
+            fsio.append_file(self.index_path, _TXN_ENTRY.pack(
+                a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset))
+            self._index_unsynced = True
 
     def load_aborted_index(self, end_offset: int) -> None:
         """Read the index, dropping entries past the (possibly truncated) end of the log."""
         try:
-            data = self._index_path.read_bytes()
+            data = self.index_path.read_bytes()
         except FileNotFoundError:
             return
         keep = []
@@ -202,32 +204,39 @@ class ProducerStateManager:
             self._rewrite_index()
 
     def _rewrite_index(self) -> None:
-        tmp = self._index_path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(_TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset,
-                                                 a.last_stable_offset) for a in self.aborted))
-        os.replace(tmp, self._index_path)
+        fsio.replace_file(self.index_path, b"".join(
+            _TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+            for a in self.aborted), sync=True)
+        self._index_unsynced = True  # the rename: its directory needs a sync
+
+    def take_unsynced_index(self) -> Path | None:
+        """The index's path when it changed since the last call (a flush then fsyncs it and the
+        directory), else None."""
+        if not self._index_unsynced:
+            return None
+        self._index_unsynced = False
+        return self.index_path
 
     # ---- snapshots ------------------------------------------------------------------------
-    def snapshot(self, offset: int) -> None:
-        """Persist the state as of `offset` (everything below it applied)."""
+    def snapshot(self, offset: int, sync: bool = False) -> None:
+        """Persist the state as of `offset` (everything below it applied). Unsynced on a roll: a
+        snapshot a crash tore is skipped at load (an older one, or the log, is replayed)."""
         data = {"offset": offset, "producers": [
             {"pid": e.producer_id, "epoch": e.epoch, "ts": e.last_timestamp,
              "txn": e.txn_first_offset, "ce": e.coordinator_epoch,
              "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset]
                          for b in e.batches]} for e in self.producers.values()]}
         path = self.dir / f"{offset:020d}.snapshot"
-        tmp = path.with_suffix(".snapshot.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        fsio.replace_file(path, json.dumps(data).encode(), sync=sync)
         for old in sorted(self.dir.glob("*.snapshot"))[:-2]:
-            old.unlink(missing_ok=True)
+            fsio.unlink(old)
 
     def load_snapshot(self, end_offset: int) -> int:
         """Load the newest snapshot at or below end_offset; returns the offset to replay from."""
         for path in sorted(self.dir.glob("*.snapshot"), reverse=True):
             off = int(path.name.split(".")[0])
             if off > end_offset:
-                path.unlink(missing_ok=True)  # beyond a truncated tail
+                fsio.unlink(path)  # beyond a truncated tail
                 continue
             try:
                 data = json.loads(path.read_text())

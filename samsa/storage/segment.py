@@ -12,11 +12,14 @@ import struct
 import time
 from array import array
 from bisect import bisect_right
+from collections import OrderedDict
 from pathlib import Path
 
 import crc32c
 
 from samsa.protocol.batch import ATTR_OFFSET, HEADER_SIZE, LOG_OVERHEAD, read_header
+
+from . import fsio
 
 _IDX = struct.Struct(">ii")
 _TIDX = struct.Struct(">qi")
@@ -29,6 +32,34 @@ def segment_name(base: int) -> str:
     return f"{base:020d}"
 
 
+class _OpenSegments:
+    """Which segments hold open files, least recently used first. Opening one beyond `limit`
+    closes the files of the least recently used segment no file slice pins: with thousands of
+    partitions the broker stays under RLIMIT_NOFILE, reopening a segment when it is read again.
+    Event-loop only (segments being built elsewhere, the cleaner's, are not in it)."""
+
+    def __init__(self) -> None:
+        self.lru: OrderedDict[Segment, None] = OrderedDict()
+        self.limit = 1 << 30  # segments; storage.fdlimit sets it from RLIMIT_NOFILE
+        self.closed_idle = 0  # how often an idle segment's files were closed
+
+    def opened(self, seg: Segment) -> None:
+        self.lru[seg] = None
+        excess = len(self.lru) - self.limit
+        if excess > 0:
+            victims = []
+            for victim in self.lru:  # oldest first; pinned ones are skipped
+                if victim is not seg and victim._refs == 0:
+                    victims.append(victim)
+                    if len(victims) == excess:
+                        break
+            for victim in victims:
+                victim._close_files()
+
+
+OPEN_SEGMENTS = _OpenSegments()
+
+
 class Segment:
     def __init__(self, directory: Path, base_offset: int, index_interval: int, suffix: str = "") -> None:
         """`suffix` names a segment being built beside the live one (the cleaner's `.cleaned`)."""
@@ -39,8 +70,18 @@ class Segment:
         self.log_path = Path(stem + ".log" + suffix)
         self.index_path = Path(stem + ".index" + suffix)
         self.tindex_path = Path(stem + ".timeindex" + suffix)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        # files are opened on first use and may be closed again (OPEN_SEGMENTS) while idle
+        self._fd = -1
+        self._closed = False
+        self._managed = not suffix
+        self._idx_fd = -1
+        self._tidx_fd = -1
+        self._idx_unsynced = False
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self._open_log()  # creates it
+            self.size = 0
         self.idx_off = array("q")
         self.idx_pos = array("q")
         self.t_ts = array("q")
@@ -51,17 +92,48 @@ class Segment:
         self.max_timestamp_offset = -1
         self.created = time.time()
         self.first_timestamp: int | None = None
-        self._idx_fd = -1
-        self._tidx_fd = -1
         # file slices (storage.file_slice) still to be sent: close() keeps the log fd open for them
         self._refs = 0
         self._orphan_fd = -1
 
+    # ---- open files ----------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        """The log file's descriptor, opened if idle; -1 once closed."""
+        fd = self._fd
+        if fd >= 0:
+            if self._managed:
+                OPEN_SEGMENTS.lru.move_to_end(self)
+            return fd
+        if self._closed:
+            return -1
+        return self._open_log()
+
+    def _open_log(self) -> int:
+        self._fd = fsio.open_fd(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if self._managed:
+            OPEN_SEGMENTS.opened(self)
+        return self._fd
+
+    def _close_files(self) -> None:
+        """Close the log and index files of an idle segment (reopened on next use). Unsynced
+        bytes stay in the page cache; a later fsync of the file by name covers them."""
+        OPEN_SEGMENTS.lru.pop(self, None)
+        OPEN_SEGMENTS.closed_idle += 1
+        for fd in (self._fd, self._idx_fd, self._tidx_fd):
+            if fd >= 0:
+                fsio.close(fd)
+        self._fd = self._idx_fd = self._tidx_fd = -1
+
     # ---- index files -------------------------------------------------------------------
     def _open_indexes(self, truncate: bool) -> None:
+        for fd in (self._idx_fd, self._tidx_fd):
+            if fd >= 0:
+                fsio.close(fd)
+        self.fd  # noqa: B018 - the segment's files are opened (and accounted) together
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._idx_fd = os.open(self.index_path, flags, 0o644)
-        self._tidx_fd = os.open(self.tindex_path, flags, 0o644)
+        self._idx_fd = fsio.open_fd(self.index_path, flags, 0o644)
+        self._tidx_fd = fsio.open_fd(self.tindex_path, flags, 0o644)
 
     def load_indexes(self) -> bool:
         """Load index files written before a clean shutdown. False if they look unusable."""
@@ -80,7 +152,6 @@ class Segment:
         for ts, rel in _TIDX.iter_unpack(tidx):
             self.t_ts.append(ts)
             self.t_off.append(self.base + rel)
-        self._open_indexes(truncate=False)
         if self.t_ts:
             self.max_timestamp, self.max_timestamp_offset = self.t_ts[-1], self.t_off[-1]
         # the first batch's timestamp ages the segment (segment.ms, max.compaction.lag.ms)
@@ -102,7 +173,7 @@ class Segment:
         valid_end = self._scan(0, validate=validate, rebuild=True)
         cut = self.size - valid_end
         if cut:
-            os.ftruncate(self.fd, valid_end)
+            fsio.ftruncate(self.fd, valid_end)
             self.size = valid_end
         return cut
 
@@ -147,23 +218,26 @@ class Segment:
 
     def _index(self, base: int, last: int, max_ts: int, pos: int, size: int) -> None:
         if not self.idx_pos or self.bytes_since_index >= self.index_interval:
+            if self._idx_fd < 0:
+                self._open_indexes(truncate=False)
+            self._idx_unsynced = True
             self.idx_off.append(base)
             self.idx_pos.append(pos)
-            os.write(self._idx_fd, _IDX.pack(base - self.base, pos))
+            fsio.write(self._idx_fd, _IDX.pack(base - self.base, pos))
             self.bytes_since_index = 0
             new_max = max(max_ts, self.max_timestamp)
             if not self.t_ts or new_max > self.t_ts[-1]:
                 off = last if max_ts >= self.max_timestamp else self.max_timestamp_offset
                 self.t_ts.append(new_max)
                 self.t_off.append(off)
-                os.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
+                fsio.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
         self.bytes_since_index += size
         self._note(last, max_ts)
 
     # ---- append / read -----------------------------------------------------------------
     def append(self, data: bytes | bytearray, base: int, last: int, max_ts: int) -> None:
         pos = self.size
-        n = os.write(self.fd, data)
+        n = fsio.write(self.fd, data)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
@@ -173,7 +247,7 @@ class Segment:
         """Append several batches with one write; `batches` holds (base, last, max timestamp, size)
         of each, in order (the cleaner's output)."""
         pos = self.size
-        n = os.write(self.fd, data)
+        n = fsio.write(self.fd, data)
         if n != len(data):
             raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
@@ -187,8 +261,9 @@ class Segment:
             return None
         i = bisect_right(self.idx_off, offset) - 1
         pos = self.idx_pos[i] if i >= 0 else 0
+        fd = self.fd
         while pos < self.size:
-            head = os.pread(self.fd, 27, pos)  # base offset, length … last offset delta
+            head = os.pread(fd, 27, pos)  # base offset, length … last offset delta
             base, length = _PREFIX.unpack_from(head)
             if base + _I32.unpack_from(head, 23)[0] >= offset:
                 return pos
@@ -212,18 +287,20 @@ class Segment:
 
     # ---- file slices ---------------------------------------------------------------------
     def acquire(self) -> int:
-        """Pin the log fd for a file slice (released by `release`); returns the fd."""
-        if self.fd < 0:
+        """Pin the log fd for a file slice or a flush (released by `release`): it is neither
+        closed for idleness nor reused meanwhile. Returns the fd."""
+        fd = self.fd
+        if fd < 0:
             raise ValueError(f"segment {self.log_path} is closed")
         self._refs += 1
-        return self.fd
+        return fd
 
     def release(self) -> None:
         """Unpin; the last release after close() closes the log fd (the file may be unlinked
         by then: the fd still reads the original bytes)."""
         self._refs -= 1
         if self._refs == 0 and self._orphan_fd >= 0:
-            os.close(self._orphan_fd)
+            fsio.close(self._orphan_fd)
             self._orphan_fd = -1
 
     def batches_from(self, pos: int) -> list[tuple[int, bytes]]:
@@ -248,23 +325,38 @@ class Segment:
         return len(self.idx_pos) * 8 >= 10 * 1024 * 1024
 
     def flush(self) -> None:
-        os.fsync(self.fd)
-        if self._idx_fd >= 0:
-            os.fsync(self._idx_fd)
-            os.fsync(self._tidx_fd)
+        """fsync the log and (if written since) the index files. Runs in a worker thread: the
+        caller pins the segment (acquire) so its descriptors stay valid."""
+        if self._closed:
+            return  # closed: it was flushed then, or deleted (retention, compaction)
+        fd = self._fd
+        if fd >= 0:
+            fsio.fsync(fd)
+        else:
+            fsio.fsync_path(self.log_path)
+        if self._idx_unsynced:
+            self._idx_unsynced = False  # before the fsync: a write meanwhile sets it again
+            for ifd, path in ((self._idx_fd, self.index_path), (self._tidx_fd, self.tindex_path)):
+                if ifd >= 0:
+                    fsio.fsync(ifd)
+                else:
+                    fsio.fsync_path(path)
 
     def close(self) -> None:
         """Close the files; the log fd stays open while file slices hold it, so a slice queued
         for sending can never read a closed (or reused) descriptor."""
-        if self.fd >= 0 and self._refs > 0:
-            self._orphan_fd = self.fd
-            self.fd = -1
-        for fd in (self.fd, self._idx_fd, self._tidx_fd):
+        self._closed = True
+        if self._managed:
+            OPEN_SEGMENTS.lru.pop(self, None)
+        if self._fd >= 0 and self._refs > 0:
+            self._orphan_fd = self._fd
+            self._fd = -1
+        for fd in (self._fd, self._idx_fd, self._tidx_fd):
             if fd >= 0:
-                os.close(fd)
-        self.fd = self._idx_fd = self._tidx_fd = -1
+                fsio.close(fd)
+        self._fd = self._idx_fd = self._tidx_fd = -1
 
     def delete(self) -> None:
         self.close()
         for p in (self.log_path, self.index_path, self.tindex_path):
-            p.unlink(missing_ok=True)
+            fsio.unlink(p)

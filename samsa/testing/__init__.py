@@ -31,7 +31,9 @@ class SamsaBroker:
     reuses the same data dir and port."""
 
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
-                 overrides: dict[str, str] | None = None, startup_timeout: float = 30.0) -> None:
+                 overrides: dict[str, str] | None = None, startup_timeout: float = 30.0,
+                 nofile: tuple[int, int] | None = None) -> None:
+        """`nofile`: (soft, hard) RLIMIT_NOFILE for the broker process."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="samsa-test-")
@@ -40,6 +42,7 @@ class SamsaBroker:
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.startup_timeout = startup_timeout
+        self.nofile = nofile
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
 
@@ -55,7 +58,8 @@ class SamsaBroker:
             args += ["--override", f"{k}={v}"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=self._limits if self.nofile else None)
         log.close()
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -69,6 +73,12 @@ class SamsaBroker:
                 time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"samsa broker did not start in {self.startup_timeout}s")
+
+    def _limits(self) -> None:
+        import resource
+
+        assert self.nofile is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush or write the clean-shutdown marker."""

@@ -1,6 +1,6 @@
-"""Produce: validate each partition's batch, append it verbatim (base offset patched), answer
-according to acks. No per-record work unless the topic forces a compression codec or is compacted
-(its records must have keys)."""
+"""Produce: validate each partition's batch (header and CRC, then every record's structure in one
+compiled pass, see samsa/protocol/recordcheck.py), append it verbatim (base offset patched), answer
+according to acks. A rejected batch leaves the log and the producer state untouched."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from samsa.protocol import codecs
 from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
 from samsa.protocol.produce_response import encode_produce_response
-from samsa.protocol.records import keyless_records
+from samsa.protocol.recordcheck import validate_records
 from samsa.registry.validation import SchemaCheck
 from samsa.registry.validation import checker as schema_checker
 from samsa.storage.producer_state import ProducerStateError
@@ -31,31 +31,36 @@ def _error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
 
 
 def _append_one(lg: PartitionLog, index: int, records: bytes | None,
-                now_ms: int, schema_check: SchemaCheck | None = None) -> dict[str, Any]:
+                now_ms: int, schema_check: SchemaCheck | None = None,
+                version: int = 11) -> dict[str, Any]:
     if records is None or len(records) == 0:
         return _error(index, Err.CORRUPT_MESSAGE, "empty record set")
     try:
         h = validate_single_batch(records)
     except InvalidBatch as e:
         return _error(index, e.code, str(e))
+    if h.compression == codecs.ZSTD and version < 7:  # Kafka: zstd needs Produce v7+ (KIP-110)
+        return _error(index, Err.UNSUPPORTED_COMPRESSION_TYPE,
+                      f"Produce requests with version {version} are not allowed to use ZStandard "
+                      "compression")
     cfg = lg.config
     if len(records) > cfg.max_message_bytes:
         return _error(index, Err.MESSAGE_TOO_LARGE,
                       f"The batch is {len(records)} bytes, larger than max.message.bytes "
                       f"{cfg.max_message_bytes}")
+    try:  # records section: lengths, varints, counts (and, for compacted topics, keys)
+        keyless = validate_records(records, h, max_message_bytes=cfg.max_message_bytes,
+                                   want_keyless=cfg.compact)
+    except InvalidBatch as e:
+        return _error(index, e.code, str(e))
     if not cfg.log_append_time:
         if h.max_timestamp > now_ms + cfg.timestamp_after_max_ms or \
                 h.base_timestamp < now_ms - cfg.timestamp_before_max_ms:
             return _error(index, Err.INVALID_TIMESTAMP,
                           "Timestamp of the batch is out of the range allowed by "
                           "message.timestamp.before.max.ms / message.timestamp.after.max.ms")
-    if cfg.compact:
-        try:
-            keyless = keyless_records(records)
-        except Exception:
-            return _error(index, Err.CORRUPT_MESSAGE, "record batch does not decode")
-        if keyless:
-            return _keyless_error(lg, index, keyless)
+    if keyless:
+        return _keyless_error(lg, index, keyless)
     # -- schema-validated topics (samsa/registry/validation.py) --
     if schema_check is not None and (bad := schema_check(records)) is not None:
         r = _error(index, Err.INVALID_RECORD, bad.message)
@@ -103,7 +108,8 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if lg is None:
                 parts.append(_error(pd.index, Err.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name))
+            r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
+                            ctx.version)
             if r["error_code"] == 0 and lg.flush_due:
                 to_flush.append(lg)
             parts.append(r)

@@ -1,0 +1,165 @@
+"""Produce-throughput A/B of two Samsa versions in the same run, plus the record validator's cost.
+
+    .venv/bin/python bench/ab_produce.py [--base main] [--repeats 5] [--count 200000]
+
+`--base` is a git ref: its tree is extracted (git archive) to a temporary dir, its C extensions
+built there if it has a setup.py, and a broker runs from it ("before") next to a broker from this
+checkout ("after"). Each cell (1 KiB messages, 1 partition, acks=1, compression none and lz4)
+runs --repeats times per broker, alternating which goes first, from the same bench client
+processes as bench/run.py; the report gives the median msg/s per side, the after/before ratio with
+every run's ratio, and CPU steal (the shared host's other guests).
+
+First it times the validator alone (samsa.protocol.recordcheck) on batches like the ones the
+clients send: µs per batch for the C walk, the Python reference, and validate_records with
+decompression, next to the CRC check every batch already paid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import timeit
+from io import BytesIO
+from pathlib import Path
+
+from clients import ClientPool, Task, payloads
+from common import ROOT, SamsaProcess, create_topic, delete_topic, log, steal_seconds
+
+SIZE = 1024
+CELLS = (("none", 1), ("lz4", 1))
+
+
+class VersionedSamsa(SamsaProcess):
+    """A Samsa broker running the code under `code_root`."""
+
+    def __init__(self, workdir: Path, code_root: Path, label: str) -> None:
+        self.name = label
+        super().__init__(workdir)
+        self.code_root = code_root
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["PYTHONPATH"] = str(self.code_root)
+        return env
+
+
+def extract(ref: str, dest: Path) -> Path:
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True,
+                          capture_output=True, timeout=120).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    if (dest / "setup.py").exists():
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=dest,
+                       check=True, capture_output=True, timeout=300)
+    return dest
+
+
+def micro() -> list[str]:
+    """µs per batch, best of 5: the CRC/header check every batch already paid, the C and Python
+    record walks over the decompressed records, and validate_records (decompression + C walk)."""
+    sys.path.insert(0, str(ROOT))
+    from samsa.protocol import codecs, recordcheck
+    from samsa.protocol.batch import validate_single_batch
+    from samsa.protocol.records import encode_batch
+
+    out = ["| records × 1 KiB | codec | CRC + header (µs) | C walk (µs) | Python walk (µs) | "
+           "validate_records (µs) |", "|---:|---|---:|---:|---:|---:|"]
+    values = payloads(SIZE)  # the bench clients' messages (text, compressible like real data)
+    for n in (16, 1000):
+        recs = [(None, values[i % len(values)], [], 1_700_000_000_000 + i) for i in range(n)]
+        for codec in (codecs.NONE, codecs.LZ4) if n == 16 else sorted(codecs.NAMES):
+            raw = encode_batch(recs, compression=codec)
+            h = validate_single_batch(raw)
+            payload = codecs.decompress(codec, memoryview(raw)[61:])
+
+            def per(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+                return min(timeit.repeat(fn, number=reps, repeat=5)) / reps * 1e6
+
+            reps = 2000 if n == 16 else 100
+            crc = per(lambda raw=raw: validate_single_batch(raw), reps)
+            c = per(lambda p=payload, n=n: recordcheck.check_c(p, n, False), reps)
+            py = per(lambda p=payload, n=n: recordcheck.check_py(p, n, False), max(reps // 20, 5))
+            full = per(lambda raw=raw, h=h: recordcheck.validate_records(
+                raw, h, max_message_bytes=1048588), reps)
+            out.append(f"| {n} | {codecs.NAMES[codec]} | {crc:.1f} | {c:.1f} | {py:.0f} | {full:.1f} |")
+    return out
+
+
+def run_once(broker: VersionedSamsa, pool: ClientPool, compression: str, partitions: int,
+             count: int, tag: str) -> float:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
+    topic = f"ab-{compression}-{tag}"
+    create_topic(admin, topic, partitions)
+    shares = [count // pool.size + (1 if i < count % pool.size else 0) for i in range(pool.size)]
+    tasks = [Task("produce", broker.bootstrap, topic, partitions, SIZE, n, "1", compression, i)
+             for i, n in enumerate(shares)]
+    seconds, outs = pool.run(tasks)
+    failed = [o.error for o in outs if o.error is not None]
+    delete_topic(admin, topic)
+    if failed:
+        raise RuntimeError(f"{broker.name}: {failed[0]}")
+    return count / seconds
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="main", help="git ref of the 'before' code (default main)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--count", type=int, default=200_000, help="1 KiB messages per run")
+    ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--micro-only", action="store_true", help="only the validator micro-benchmark")
+    args = ap.parse_args()
+    if args.micro_only:
+        print("\n".join(micro()))
+        return
+
+    lines = ["## Validator micro-benchmark", "", *micro(), ""]
+    print("\n".join(lines), file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="samsa-ab-") as tmp:
+        t = Path(tmp)
+        base = extract(args.base, t / "base")
+        sides = [VersionedSamsa(t / "before", base, "before"), VersionedSamsa(t / "after", ROOT, "after")]
+        for s in sides:
+            s.workdir.mkdir()
+            s.start()
+        pool = ClientPool(args.clients)
+        try:
+            for s in sides:  # warm-up, unrecorded
+                run_once(s, pool, "none", 1, args.count // 4, "warm")
+            lines += ["## Produce throughput, 1 KiB, acks=1 (msg/s, median of runs)", "",
+                      "| compression | partitions | before | after | after/before (runs) | steal s |",
+                      "|---|---:|---:|---:|---:|---:|"]
+            for compression, partitions in CELLS:
+                rates: dict[str, list[float]] = {"before": [], "after": []}
+                steal0 = steal_seconds()
+                for r in range(args.repeats):
+                    order = sides if r % 2 == 0 else sides[::-1]
+                    for s in order:
+                        rate = run_once(s, pool, compression, partitions, args.count, f"{s.name}{r}")
+                        rates[s.name].append(rate)
+                        log(f"{compression} {s.name} run {r}: {rate:,.0f} msg/s")
+                steal = steal_seconds() - steal0
+                b, a = statistics.median(rates["before"]), statistics.median(rates["after"])
+                runs = " / ".join(f"{x / y:.2f}" for x, y in zip(rates["after"], rates["before"],
+                                                                  strict=True))
+                lines.append(f"| {compression} | {partitions} | {b:,.0f} | {a:,.0f} | "
+                             f"{a / b:.2f}× ({runs}) | {steal:.1f} |")
+        finally:
+            pool.close()
+            for s in sides:
+                s.stop()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines.append(f"\nbase {args.base}, {args.repeats} runs × {args.count:,} messages per cell and "
+                 f"side, {args.clients} client processes, {when}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
