@@ -240,3 +240,29 @@ def test_connection_limits(setting: str) -> None:
             s.close()
         assert b.proc is not None and b.proc.poll() is None
         assert "Traceback" not in b.log_text()
+
+
+def test_descriptor_limit_reached_by_connections() -> None:
+    """A broker under RLIMIT_NOFILE 256 with 400 connections coming in: the ones it accepted are
+    served, the rest wait in the listen backlog (no crash, no Traceback), and once they leave new
+    connections are served."""
+    from samsa.testing import SamsaBroker as Broker
+
+    with Broker(nofile=(256, 256)) as b:
+        conns = [connect(b.bootstrap, timeout=10) for _ in range(400)]
+        served = 0
+        for s in conns[:150]:
+            s.sendall(api_versions_request(1))
+            ans = read_answer(s, 10)
+            served += ans is not None
+        assert served == 150
+        assert b.proc is not None and b.proc.poll() is None
+        for s in conns:
+            s.close()
+        time.sleep(1)
+        again = connect(b.bootstrap, timeout=10)
+        again.sendall(api_versions_request(5))
+        ans = read_answer(again, 10)
+        assert ans is not None and correlation_of(ans) == 5
+        again.close()
+        assert "Traceback" not in b.log_text()
