@@ -7,6 +7,10 @@
    after a death, so every killer frame is recorded).
 2. A campaign against a live broker: the mutation plan of test_bodies.py over many seeds, the broker
    restarted after every death; every distinct failure (death, Traceback, silence) is reported once.
+3. A property on Produce against a live broker (SAMSA_FUZZ_EXAMPLES / 4 batches): drawn records,
+   mutated or not, in every codec, with valid header and CRC: success moves the log end by exactly
+   the batch's count, a refusal is CORRUPT_MESSAGE / INVALID_RECORD and moves nothing, and a
+   consumer reading everything accepted (CRC checks on) meets no corrupt record.
 
     SAMSA_FUZZ_LONG=1 [SAMSA_FUZZ_EXAMPLES=20000] [SAMSA_FUZZ_LONG_S=300] [SAMSA_FUZZ_SEED=n] \
         pytest -s tests/fuzz/test_long.py
@@ -179,3 +183,106 @@ def test_live_broker_campaign() -> None:
     c.run(items, LIVE_BUDGET_S, correlation_id=0x5A5A)
     print(f"\nlive campaign: {time.monotonic() - start:.0f}s, seed {SEED}\n{c.report()}")
     assert not c.findings, c.report()
+
+
+@st.composite
+def mutated_batches(draw: st.DrawFn) -> tuple[str, bytes, int]:
+    """(label, records field, the header's record count): a batch of 1-5 drawn records whose
+    record bytes are then mutated (or not), compressed with a drawn codec, header and CRC32C made
+    valid around whatever the payload holds."""
+    from .test_batches import batch, compress, record, zz
+
+    n = draw(st.integers(1, 5))
+    recs = b""
+    for i in range(n):
+        nh = draw(st.integers(0, 2))
+        headers = zz(nh) + b"".join(zz(2) + b"h" + bytes([48 + j]) + zz(1) + b"x" for j in range(nh))
+        recs += record(key=draw(st.none() | st.binary(max_size=20)),
+                       value=draw(st.none() | st.binary(max_size=200)), headers=headers,
+                       offset_delta=i)
+    body = bytearray(recs)
+    kind = draw(st.sampled_from(["none", "flip", "insert", "delete", "varint", "truncate"]))
+    if kind == "flip" and body:
+        for _ in range(draw(st.integers(1, 4))):
+            body[draw(st.integers(0, len(body) - 1))] ^= 1 << draw(st.integers(0, 7))
+    elif kind == "insert":
+        p = draw(st.integers(0, len(body)))
+        body[p:p] = draw(st.binary(min_size=1, max_size=8))
+    elif kind == "delete" and body:
+        p = draw(st.integers(0, len(body) - 1))
+        del body[p : p + draw(st.integers(1, 8))]
+    elif kind == "varint" and body:
+        p = draw(st.integers(0, len(body) - 1))
+        body[p : p + 1] = zz(draw(st.integers(-(2**40), 2**40)))
+    elif kind == "truncate":
+        body = body[: draw(st.integers(0, len(body)))]
+    codec = draw(st.integers(0, 4))
+    count = n if draw(st.integers(0, 9)) else draw(st.integers(-1, n + 3))
+    return f"{kind} codec {codec}", batch(compress(codec, bytes(body)), count=count, codec=codec), count
+
+
+def test_live_batch_property() -> None:
+    """Mutated record batches produced to a live broker: every answer is success with the log end
+    moved by exactly the batch's count, or CORRUPT_MESSAGE / INVALID_RECORD with the log end
+    unchanged; the connection stays open; and a consumer that reads everything accepted (with CRC
+    checks) meets no corrupt record: nothing invalid is ever served."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from ._support import produce_request, start_broker
+    from .test_batches import Conn
+
+    b = start_broker()
+    conn = Conn(b.bootstrap)
+    stats: dict[str, int] = {}
+    bad: list[str] = []
+    start = time.monotonic()
+
+    @seed(SEED)
+    @settings(max_examples=EXAMPLES // 4, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(mutated_batches())
+    def prop(case: tuple[str, bytes, int]) -> None:
+        label, data, count = case
+        before = conn.log_end(DATA_TOPIC)
+        resp = conn.call(0, 9, lambda c: produce_request(DATA_TOPIC, data, correlation_id=c))
+        if resp is None:
+            bad.append(f"connection closed on {label}: {data[:160].hex()}")
+            return
+        code = int(resp.responses[0].partition_responses[0].error_code)  # type: ignore[attr-defined]
+        stats[str(code)] = stats.get(str(code), 0) + 1
+        after = conn.log_end(DATA_TOPIC)
+        ok = (code == 0 and after == before + count) or (code in (2, 87) and after == before)
+        if not ok:
+            bad.append(f"{label}: error {code}, log end +{after - before}, count {count}: "
+                       f"{data[:160].hex()}")
+
+    try:
+        prop()
+        end = conn.log_end(DATA_TOPIC)
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "fuzz-long",
+                      "enable.auto.commit": False, "check.crcs": True,
+                      "enable.partition.eof": True})
+        c.assign([TopicPartition(DATA_TOPIC, 0, 0)])
+        read, errors = 0, []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == -191:  # _PARTITION_EOF
+                    break
+                errors.append(str(m.error()))
+                continue
+            read += 1
+        c.close()
+        alive = b.proc is not None and b.proc.poll() is None
+        tb = "Traceback" in b.log_text()
+    finally:
+        b.close()
+    print(f"\nbatch property: {sum(stats.values())} batches in {time.monotonic() - start:.0f}s, "
+          f"seed {SEED}, answers {stats}, log end {end}, consumer read {read}, "
+          f"consumer errors {len(errors)}")
+    assert alive and not tb
+    assert not bad, "\n".join(bad[:20])
+    assert not errors, errors[:10]
