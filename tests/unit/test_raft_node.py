@@ -317,3 +317,63 @@ def test_a_single_voter_elects_itself_and_commits_alone():
     # no check-quorum for a quorum of one
     node.step(100_000)
     assert node.role == "leader"
+
+
+def test_follower_fetch_timeout_makes_it_prospective_in_the_same_epoch():
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    t = c.now
+    cut = lambda msg: {msg.src, msg.dst} == {1, 2}  # noqa: E731  (node 2 loses the leader)
+    for k in range(4):  # node 3 keeps fetching: the leader answers its long polls
+        c.step(1, t + 500 * k + 500)
+        c.deliver(drop=cut)
+    c.step(2, t + c.config.fetch_timeout_ms - 1)
+    assert c.nodes[2].role == "follower"
+    c.step(2, t + c.config.fetch_timeout_ms + 1)
+    assert c.nodes[2].role == "prospective" and c.nodes[2].epoch == 1
+    # node 3 still hears from the leader: it refuses the pre-vote, so no epoch is burnt
+    c.deliver(drop=cut)
+    assert c.nodes[3].epoch == 1 and c.nodes[3].role == "follower"
+    assert c.nodes[1].role == "leader" and c.nodes[2].epoch == 1
+
+
+def test_rejected_candidate_backs_off_randomly_then_asks_for_pre_votes_again():
+    recs = {i: QuorumStateRecord(1, None, None) for i in (1, 2, 3)}
+    c = Cluster(logs={2: make_log(1, 1), 3: make_log(1, 1)}, records=recs)
+    c.nodes[2], c.nodes[3] = c._new(2, T0 + 9000), c._new(3, T0 + 9000)  # their timers: later
+    c.step(1, T0 + 2000)  # node 1 (empty log) stands; pre-votes are refused
+    c.deliver()
+    assert c.nodes[1].role == "unattached" and c.nodes[1].epoch == 1  # lost without burning an epoch
+    # force a candidacy (as if pre-votes had been granted) and see the backoff after rejection
+    c.nodes[1]._become_prospective()
+    c.nodes[1]._become_candidate()
+    c.queue.clear()
+    c.apply(1, c.nodes[1].step(c.now))
+    assert c.nodes[1].role == "candidate" and c.nodes[1].epoch == 2
+    c.deliver()
+    s = c.nodes[1].state
+    assert s.backoff_until is not None
+    assert c.now <= s.backoff_until <= c.now + c.config.election_backoff_max_ms
+    c.step(1, s.backoff_until)
+    assert c.nodes[1].role == "prospective" and c.nodes[1].epoch == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        m.FetchRequest(None, 2, 1, 0, 0, 0),
+        m.BeginQuorumEpochRequest(None, 1, 2, 1),
+        m.EndQuorumEpochRequest(None, 2, 1, ()),
+    ],
+    ids=["Fetch", "BeginQuorumEpoch", "EndQuorumEpoch"],
+)
+def test_requests_from_an_older_leader_epoch_are_fenced(body):
+    c = Cluster(records={1: QuorumStateRecord(2, None, None)})
+    c.step(1)
+    log_end = c.logs[1].end_offset
+    out = c.step(1, msgs=[m.Message(2, 1, body)])
+    (resp,) = [x.body for x in out.messages]
+    assert resp.error_code == m.FENCED_LEADER_EPOCH and resp.leader_epoch == 2
+    assert c.nodes[1].epoch == 2 and c.nodes[1].role == "unattached" and out.persist is None
+    assert c.logs[1].end_offset == log_end
