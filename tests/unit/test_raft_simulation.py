@@ -107,13 +107,16 @@ def test_the_simulator_catches_a_broken_node(factory, n, seeds, words):
         assert f"SAMSA_RAFT_SEED={seed}" in str(e.value)
 
 
-def find_bug_seeds(factory, n, limit):
+def find_bug_seeds(factory, n, limit, want=1):
+    """The first `want` seeds (below `limit`) whose schedule makes `factory`'s node fail."""
     found = []
     for seed in range(limit):
         try:
             run_schedule(seed, n, node_factory=factory)
         except Violation:
             found.append(seed)
+            if len(found) >= want:
+                break
     return found
 
 
