@@ -31,15 +31,7 @@ from kio.serial._introspect import (
 from kio.serial._serialize import get_writer
 
 from samsa.protocol.codec import Chunks, build
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+from samsa.protocol.varint import uvarint
 
 
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_response_schema
 from kio.serial import entity_reader
 
+from samsa.protocol.records import write_varint
 from samsa.testing import SamsaBroker
 
 from ._support import Health, connect, encode_request, produce_request, read_answer, rss_mb
@@ -41,12 +42,8 @@ XERIAL = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 
 def zz(n: int) -> bytes:
     """Signed varint (zigzag), as in records."""
-    v = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
     out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
+    write_varint(out, n)
     return bytes(out)
 
 

@@ -13,20 +13,12 @@ import struct
 import pytest
 
 from samsa.protocol import apis
+from samsa.protocol.varint import uvarint
 from samsa.testing import SamsaBroker
 
 from ._support import Health, connect, correlation_of, frame, read_answer
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _legacy_str(b: bytes | None) -> bytes:
