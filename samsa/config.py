@@ -135,7 +135,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     # -- network limits (docs/operations.md) --
     ConfigDef("queued.max.requests", "int", "500",
               "Requests read and not yet answered, over all connections, before the broker stops "
-              "reading sockets (long-polling fetches excepted).", at_least=1),
+              "reading sockets (long-polling fetches and group joins excepted).", at_least=1),
     ConfigDef("queued.max.requests.per.connection", "int", "256",
               "Requests read and not yet answered on one connection before it stops being read "
               "(Samsa-specific: Kafka reads one request per connection at a time).", at_least=1),

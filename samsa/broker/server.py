@@ -7,8 +7,9 @@ the order the requests arrived, as Kafka clients require.
 Back-pressure (Kafka's channel muting, adapted to pipelining): a connection is not read while
   - responses wait to be written because the socket does not drain (a client that does not read),
   - queued.max.requests.per.connection of its requests are unanswered, or
-  - queued.max.requests requests are unanswered over the whole broker (long-polling fetches, which
-    hold no memory but a tiny request, do not count: they would otherwise stall every client).
+  - queued.max.requests requests are unanswered over the whole broker (long-polling fetches and
+    group joins, parked waiting for data or other members with no memory but a tiny request, do
+    not count: they would otherwise stall the clients that complete them).
 Responses go through an outbox that is pumped only while the transport's buffer is below its
 high-water mark, so a client that never reads holds at most about one high-water mark of response
 bytes plus one file chunk in the broker, whatever it asked for.
@@ -89,6 +90,13 @@ def unsupported_api_versions(correlation_id: int) -> list[bytes]:
     body = struct.pack(">ihi", correlation_id, 35, len(keys))
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in keys)
     return [struct.pack(">i", len(body)), body]
+
+
+# Requests that wait on other clients or on time (long-poll fetches, group joins waiting for the
+# other members) hold a small request and no response data while they wait: counting them towards
+# queued.max.requests would let parked requests stop the broker from reading the very requests
+# that complete them.
+_PARKED_APIS = frozenset({apis.FETCH, apis.JOIN_GROUP, apis.SYNC_GROUP})
 
 
 class _SliceCursor:
@@ -255,7 +263,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(result, Awaitable):
             fut = asyncio.ensure_future(self._finish(ctx, result))
-            if key != apis.FETCH:  # long polls hold no memory worth bounding
+            if key not in _PARKED_APIS:
                 self.limits.in_flight += 1
                 self.counted += 1
                 fut.add_done_callback(self._uncount)

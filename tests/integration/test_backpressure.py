@@ -147,3 +147,58 @@ def test_huge_array_count_closes_only_that_connection(broker: SamsaBroker) -> No
     resp = bystander.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
     assert int(resp.error_code) == 0
     roundtrip_ok(broker.bootstrap, "bp-ok")
+
+
+def test_tiny_queued_max_requests_still_serves_groups_and_bursts() -> None:
+    """queued.max.requests=1: every request beyond the first unanswered one waits to be read, yet
+    nothing deadlocks: a 3-member consumer group (whose parked JoinGroups would otherwise hold the
+    slot the others need) balances and consumes, and 50 pipelined commits all get answers."""
+    import threading
+
+    with SamsaBroker(overrides={"queued.max.requests": "1",
+                                "group.initial.rebalance.delay.ms": "0"}) as b:
+        a = AdminClient({"bootstrap.servers": b.bootstrap})
+        a.create_topics([NewTopic("qmr", 3, 1)])["qmr"].result(10)
+        p = Producer({"bootstrap.servers": b.bootstrap})
+        for i in range(30):
+            p.produce("qmr", value=str(i).encode(), partition=i % 3)
+        assert p.flush(10) == 0
+        seen: list[bytes] = []
+        owned: list[int] = []
+        lock = threading.Lock()
+
+        def member() -> None:
+            c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "qmr-g",
+                          "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+            c.subscribe(["qmr"])
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline and len(seen) < 30:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    with lock:
+                        seen.append(m.value())
+            with lock:
+                owned.append(len(c.assignment()))
+            c.close()
+
+        threads = [threading.Thread(target=member) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(int(v) for v in seen) == list(range(30))
+        assert sum(owned) == 3  # every partition owned by exactly one member at the end
+        # a burst of pipelined OffsetCommits (answered through the coordinator, asynchronously)
+        w = Wire(b.bootstrap)
+        first = w.corr + 1
+        burst = b"".join(w.encode(8, 2, {
+            "group_id": "burst", "generation_id_or_member_epoch": -1, "member_id": "",
+            "retention_time_ms": -1,
+            "topics": [{"name": "qmr", "partitions": [
+                {"partition_index": 0, "committed_offset": i, "committed_metadata": ""}]}]})
+            for i in range(50))
+        w.send_raw(burst)
+        for i in range(50):
+            frame = w.recv_frame()
+            assert int.from_bytes(frame[:4], "big", signed=True) == first + i
+        w.close()
