@@ -8,6 +8,7 @@ recovery point (offset below which data was fsynced) and the log start offset ar
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import json
 import logging
@@ -136,6 +137,10 @@ class PartitionLog:
         # that a power loss unlinks
         self._sync_dirs: set[Path] = set()
         self._rolled_synced: dict[int, int] = {}  # rolled segments synced out of order
+        # the first fsync failure, for good: after a write-back error Linux reports EIO once and
+        # marks the pages clean, so a retried fsync succeeds on data that may be lost. Every later
+        # flush fails (nothing more is acknowledged as durable) and a shutdown is not clean.
+        self.flush_error: BaseException | None = None
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
@@ -290,7 +295,7 @@ class PartitionLog:
             "recovery_point": self.recovery_point}).encode(), sync=True)
 
     def close(self, clean: bool = True) -> None:
-        if clean:
+        if clean and self.flush_error is None:
             for s in self.segments:
                 s.flush()
             self.recovery_point = self.end_offset
@@ -373,6 +378,7 @@ class PartitionLog:
         if pinned is not None:
             pinned.release()
         if fut is not None and fut.exception() is not None:
+            self._flush_failed(fut.exception())  # type: ignore[arg-type]
             return
         self._rolled_synced[old_base] = base
         moved = -1
@@ -469,6 +475,9 @@ class PartitionLog:
         target = self.end_offset
         loop = asyncio.get_running_loop()
         while self.flushed_offset < target and not self.deleted:
+            if self.flush_error is not None:
+                raise OSError(errno.EIO, f"{self.dir.name}: an earlier fsync failed "
+                              f"({self.flush_error}); nothing more is acknowledged as durable")
             if self._flush_task is None or self._flush_task.done():
                 upto = self.end_offset
                 segs = self.segments[self._segment_index(self.flushed_offset):]
@@ -481,11 +490,15 @@ class PartitionLog:
                 segs = [s for s in segs if _pin(s)]
                 task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
                 task.add_done_callback(functools.partial(_unpin, segs))
+                task.add_done_callback(self._flush_done)  # seen even if every caller went away
                 self._flush_task = task
                 try:
                     await asyncio.shield(task)
-                except BaseException:
-                    self._sync_dirs |= dirs  # not synced: the next flush tries again
+                except asyncio.CancelledError:
+                    self._sync_dirs |= dirs  # the caller went away; the next flush waits again
+                    raise
+                except BaseException as e:
+                    self._flush_failed(e)  # now, not when the done callback gets its turn
                     raise
                 finally:
                     if self._flush_task is task:
@@ -496,6 +509,16 @@ class PartitionLog:
                     await asyncio.shield(self._flush_task)
                 except Exception:
                     pass
+
+    def _flush_done(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self._flush_failed(task.exception())  # type: ignore[arg-type]
+
+    def _flush_failed(self, e: BaseException) -> None:
+        if self.flush_error is None and not self.deleted:
+            self.flush_error = e
+            log.error("%s: fsync failed (%s); no further flush succeeds and the next start "
+                      "recovers this log as after a crash", self.dir.name, e)
 
     # ---- read --------------------------------------------------------------------------
     def _segment_index(self, offset: int) -> int:

@@ -128,7 +128,7 @@ class LogManager:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             for lg in list(self.logs.values()):
-                if lg.flush_due:
+                if lg.flush_due and lg.flush_error is None:  # a failed log was reported once
                     try:
                         await lg.flush()
                     except Exception:
@@ -138,10 +138,15 @@ class LogManager:
         for t in self._tasks:
             t.cancel()
         self.cleaner.close()
+        failed = set()
         for lg in self.logs.values():
             lg.close(clean=True)
+            if lg.flush_error is not None:
+                failed.add(lg.dir.parent)  # not synced: the next start must recover it
         # last, once every log is synced: a marker that outlived a power loss must not skip the
         # recovery of data that did not
         for d in self.log_dirs:
+            if d in failed:
+                continue
             fsio.write_file(d / CLEAN_MARKER, b"", sync=True)
             fsio.fsync_dir(d)

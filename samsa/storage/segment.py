@@ -94,7 +94,7 @@ class Segment:
         self.first_timestamp: int | None = None
         # file slices (storage.file_slice) still to be sent: close() keeps the log fd open for them
         self._refs = 0
-        self._orphan_fd = -1
+        self._orphan_fds: list[int] = []  # closed while pinned: closed by the last release
 
     # ---- open files ----------------------------------------------------------------------
     @property
@@ -296,12 +296,13 @@ class Segment:
         return fd
 
     def release(self) -> None:
-        """Unpin; the last release after close() closes the log fd (the file may be unlinked
-        by then: the fd still reads the original bytes)."""
+        """Unpin; the last release after close() closes the files (they may be unlinked by
+        then: the descriptors still reach the original bytes)."""
         self._refs -= 1
-        if self._refs == 0 and self._orphan_fd >= 0:
-            fsio.close(self._orphan_fd)
-            self._orphan_fd = -1
+        if self._refs == 0 and self._orphan_fds:
+            fds, self._orphan_fds = self._orphan_fds, []
+            for fd in fds:
+                fsio.close(fd)
 
     def batches_from(self, pos: int) -> list[tuple[int, bytes]]:
         """Headers (position, 61 bytes) from pos to the end: for timestamp lookups."""
@@ -343,18 +344,20 @@ class Segment:
                     fsio.fsync_path(path)
 
     def close(self) -> None:
-        """Close the files; the log fd stays open while file slices hold it, so a slice queued
-        for sending can never read a closed (or reused) descriptor."""
+        """Close the files; they stay open while file slices or a flush hold the segment, so a slice
+        queued for sending or an fsync never uses a closed (or reused) descriptor."""
         self._closed = True
         if self._managed:
             OPEN_SEGMENTS.lru.pop(self, None)
-        if self._fd >= 0 and self._refs > 0:
-            self._orphan_fd = self._fd
-            self._fd = -1
-        for fd in (self._fd, self._idx_fd, self._tidx_fd):
-            if fd >= 0:
-                fsio.close(fd)
+        fds = [fd for fd in (self._fd, self._idx_fd, self._tidx_fd) if fd >= 0]
         self._fd = self._idx_fd = self._tidx_fd = -1
+        if self._refs > 0:
+            # a flush in a worker thread may be about to fsync the index descriptors too: closing
+            # them now would fail it (EBADF) or sync whatever file reuses the number
+            self._orphan_fds += fds
+            return
+        for fd in fds:
+            fsio.close(fd)
 
     def delete(self) -> None:
         self.close()

@@ -103,7 +103,7 @@ def test_slice_survives_topic_deletion_and_compaction_swap(tmp_path: Path) -> No
     seg = sl_a.segment
     assert seg is not None
     sl_a.release()
-    assert seg._orphan_fd == -1
+    assert seg._orphan_fds == []
     sl_b.release()
 
 
@@ -119,7 +119,7 @@ def test_dropped_slice_releases_on_garbage_collection(tmp_path: Path) -> None:
     assert fd_open(fd)
     del sl
     gc.collect()
-    assert seg._refs == 0 and seg._orphan_fd == -1
+    assert seg._refs == 0 and seg._orphan_fds == []
     with pytest.raises(ValueError):
         FileSlice(seg, 0, 1)  # a closed segment hands out no new slices
 
