@@ -7,6 +7,8 @@ touch the disk.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import struct
 import time
@@ -26,6 +28,7 @@ _TIDX = struct.Struct(">qi")
 _PREFIX = struct.Struct(">qi")
 _BASE_AND_TS = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+log = logging.getLogger("samsa.storage")
 
 
 def segment_name(base: int) -> str:
@@ -77,6 +80,12 @@ class Segment:
         self._idx_fd = -1
         self._tidx_fd = -1
         self._idx_unsynced = False
+        # an index file write failed: the files are gone and the next start rebuilds them by a
+        # scan; the in-memory index stays exact
+        self._idx_broken = False
+        # a short write could not be cut back: the file holds bytes no offset accounts for, so
+        # nothing more is appended here (the next start truncates the torn tail)
+        self._write_failed = False
         try:
             self.size = os.stat(self.log_path).st_size
         except FileNotFoundError:
@@ -127,13 +136,50 @@ class Segment:
 
     # ---- index files -------------------------------------------------------------------
     def _open_indexes(self, truncate: bool) -> None:
-        for fd in (self._idx_fd, self._tidx_fd):
-            if fd >= 0:
-                fsio.close(fd)
+        self._release_index_fds()
         self.fd  # noqa: B018 - the segment's files are opened (and accounted) together
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._idx_fd = fsio.open_fd(self.index_path, flags, 0o644)
-        self._tidx_fd = fsio.open_fd(self.tindex_path, flags, 0o644)
+        idx = fsio.open_fd(self.index_path, flags, 0o644)
+        try:
+            tidx = fsio.open_fd(self.tindex_path, flags, 0o644)
+        except BaseException:
+            fsio.close(idx)  # EMFILE: neither is kept, so no half-open pair is used later
+            raise
+        self._idx_fd, self._tidx_fd = idx, tidx
+
+    def _release_index_fds(self) -> None:
+        """Close the index descriptors, or leave them to the last release while a flush in a
+        worker thread may still fsync them."""
+        fds = [fd for fd in (self._idx_fd, self._tidx_fd) if fd >= 0]
+        self._idx_fd = self._tidx_fd = -1
+        if self._refs > 0:
+            self._orphan_fds += fds
+        else:
+            for fd in fds:
+                fsio.close(fd)
+
+    def _index_write(self, tidx: bool, entry: bytes) -> None:
+        """Append an entry to an index file. On failure (ENOSPC, EIO) the index files are removed
+        rather than left torn or incomplete: the append itself stands, and the next start
+        rebuilds them by scanning the log."""
+        if self._idx_broken:
+            return
+        try:
+            if self._idx_fd < 0:
+                self._open_indexes(truncate=False)
+            if fsio.write(self._tidx_fd if tidx else self._idx_fd, entry) != len(entry):
+                raise OSError(errno.ENOSPC, "short write")
+            self._idx_unsynced = True
+        except OSError as e:
+            log.warning("%s: cannot write its index files (%s); removed, the next start "
+                        "rebuilds them", self.log_path, e)
+            self._idx_broken = True
+            self._release_index_fds()
+            for p in (self.index_path, self.tindex_path):
+                try:
+                    fsio.unlink(p)
+                except OSError:
+                    pass
 
     def load_indexes(self) -> bool:
         """Load index files written before a clean shutdown. False if they look unusable."""
@@ -169,6 +215,7 @@ class Segment:
         self.t_ts = array("q")
         self.t_off = array("q")
         self.bytes_since_index = 0
+        self._idx_broken = False
         self._open_indexes(truncate=True)
         valid_end = self._scan(0, validate=validate, rebuild=True)
         cut = self.size - valid_end
@@ -218,39 +265,50 @@ class Segment:
 
     def _index(self, base: int, last: int, max_ts: int, pos: int, size: int) -> None:
         if not self.idx_pos or self.bytes_since_index >= self.index_interval:
-            if self._idx_fd < 0:
-                self._open_indexes(truncate=False)
-            self._idx_unsynced = True
             self.idx_off.append(base)
             self.idx_pos.append(pos)
-            fsio.write(self._idx_fd, _IDX.pack(base - self.base, pos))
+            self._index_write(False, _IDX.pack(base - self.base, pos))
             self.bytes_since_index = 0
             new_max = max(max_ts, self.max_timestamp)
             if not self.t_ts or new_max > self.t_ts[-1]:
                 off = last if max_ts >= self.max_timestamp else self.max_timestamp_offset
                 self.t_ts.append(new_max)
                 self.t_off.append(off)
-                fsio.write(self._tidx_fd, _TIDX.pack(new_max, off - self.base))
+                self._index_write(True, _TIDX.pack(new_max, off - self.base))
         self.bytes_since_index += size
         self._note(last, max_ts)
 
     # ---- append / read -----------------------------------------------------------------
-    def append(self, data: bytes | bytearray, base: int, last: int, max_ts: int) -> None:
+    def _write(self, data: bytes | bytearray) -> int:
+        """Append bytes to the log file; returns their position. All or nothing: whatever fails
+        (EMFILE reopening the files, ENOSPC part-way) leaves the file and the offsets as they
+        were, so the caller can refuse the batch and later appends still line up."""
+        if self._write_failed:
+            raise OSError(errno.EIO, f"{self.log_path}: an earlier short write could not be cut back")
+        fd = self.fd
+        if fd < 0:
+            raise OSError(errno.EBADF, f"{self.log_path} is closed")
+        if self._idx_fd < 0 and not self._idx_broken:
+            self._open_indexes(truncate=False)  # before the write: EMFILE here changes nothing
         pos = self.size
-        n = fsio.write(self.fd, data)
+        n = fsio.write(fd, data)
         if n != len(data):
-            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
+            try:
+                fsio.ftruncate(fd, pos)
+            except OSError:
+                self._write_failed = True
+            raise OSError(errno.ENOSPC, f"short write to {self.log_path}: {n} of {len(data)} bytes")
         self.size += n
-        self._index(base, last, max_ts, pos, n)
+        return pos
+
+    def append(self, data: bytes | bytearray, base: int, last: int, max_ts: int) -> None:
+        pos = self._write(data)
+        self._index(base, last, max_ts, pos, len(data))
 
     def append_many(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
         """Append several batches with one write; `batches` holds (base, last, max timestamp, size)
         of each, in order (the cleaner's output)."""
-        pos = self.size
-        n = fsio.write(self.fd, data)
-        if n != len(data):
-            raise OSError(f"short write to {self.log_path}: {n} of {len(data)} bytes")
-        self.size += n
+        pos = self._write(data)
         for base, last, max_ts, size in batches:
             self._index(base, last, max_ts, pos, size)
             pos += size
