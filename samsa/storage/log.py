@@ -162,9 +162,11 @@ class PartitionLog:
         for p in sorted(self.dir.glob("*" + SWAP)):
             self._finish_swap(p)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
-        for base in bases:
+        for i, base in enumerate(bases):
             seg = Segment(self.dir, base, self.config.index_interval)
-            needs_scan = not clean and (base >= self.recovery_point or base == bases[-1])
+            # the segment holding the recovery point too: after a clean start the recovery point is
+            # the end offset, inside the active segment, and what follows it there is unsynced
+            needs_scan = not clean and (i == len(bases) - 1 or bases[i + 1] > self.recovery_point)
             cut = 0
             if needs_scan or not seg.load_indexes():
                 cut = seg.recover(validate=True)
