@@ -162,6 +162,7 @@ class PartitionLog:
         for p in sorted(self.dir.glob("*" + SWAP)):
             self._finish_swap(p)
         bases = sorted(int(p.stem) for p in self.dir.glob("*.log"))
+        recovered: list[Segment] = []
         for i, base in enumerate(bases):
             seg = Segment(self.dir, base, self.config.index_interval)
             # the segment holding the recovery point too: after a clean start the recovery point is
@@ -170,6 +171,7 @@ class PartitionLog:
             cut = 0
             if needs_scan or not seg.load_indexes():
                 cut = seg.recover(validate=True)
+                recovered.append(seg)
             self.segments.append(seg)
             self.bases.append(base)
             if cut and base != bases[-1]:
@@ -185,7 +187,14 @@ class PartitionLog:
         if not self.segments:
             self._roll_to(self.log_start_offset)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
-        # below the recovery point nothing needs a rescan after a crash
+        # below the recovery point nothing needs a rescan after a crash: what recovery validated
+        # (or rebuilt indexes for) there may never have been fsynced (the broker died before the
+        # roll's background fsync), so it is synced before the checkpoint says so
+        synced = [seg for seg in recovered if seg is not self.active and not seg._closed]
+        for seg in synced:
+            seg.flush()
+        if synced:
+            fsio.fsync_dir(self.dir)
         self.recovery_point = self.end_offset if clean else self.active.base
         self.flushed_offset = self.recovery_point
         self._write_meta()
