@@ -491,14 +491,20 @@ class PartitionLog:
                               f"({self.flush_error}); nothing more is acknowledged as durable")
             if self._flush_task is None or self._flush_task.done():
                 upto = self.end_offset
-                segs = self.segments[self._segment_index(self.flushed_offset):]
+                segs: list[Segment] = []
+                try:  # pinning reopens idle segments: EMFILE here must leave nothing pinned or lost
+                    for s in self.segments[self._segment_index(self.flushed_offset):]:
+                        if _pin(s):
+                            segs.append(s)
+                except BaseException:
+                    _unpin(segs)
+                    raise
                 dirs, self._sync_dirs = self._sync_dirs, set()
                 txn_index = self.producers.take_unsynced_index()
                 if txn_index is not None:
                     dirs.add(self.dir)
                 self.unflushed_messages = 0
                 self.last_flush = time.monotonic()
-                segs = [s for s in segs if _pin(s)]
                 task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
                 task.add_done_callback(functools.partial(_unpin, segs))
                 task.add_done_callback(self._flush_done)  # seen even if every caller went away

@@ -171,3 +171,42 @@ def test_no_clean_shutdown_marker_after_a_failed_fsync(tmp_path: Path,
     mgr.shutdown()
     assert not (d / CLEAN_MARKER).exists()
     assert not LogManager([d]).detect_clean()
+
+
+def test_emfile_pinning_a_segment_loses_nothing(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reopening an idle segment for a flush runs out of descriptors: the flush fails, but the
+    segments already pinned are released and the directories still to sync are kept for the next
+    flush (else an acknowledged record could sit in a file whose name a power loss removes)."""
+    d = tmp_path / "t-0"
+    lg = PartitionLog.open(d, "t", 0, LogConfig(flush_messages=1), clean=True)
+    first = lg.active
+    real_open = os.open
+    dirs_synced: list[Path] = []
+
+    async def main() -> None:
+        lg.append(_batch(0))
+        await lg.flush()
+        lg.roll()  # a new segment file: its directory entry must be synced by the next flush
+        lg.append(_batch(1))
+        await asyncio.sleep(0.1)  # the rolled segment's background fsync
+        lg.flushed_offset = 0  # as if that fsync were still running: the flush takes both
+        lg.active._close_files()  # idle, closed by the LRU
+
+        def emfile(path: str | Path, flags: int, mode: int = 0o777) -> int:
+            if str(path).endswith(".log"):
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real_open(path, flags, mode)
+
+        monkeypatch.setattr(fsio, "open_fd", emfile)
+        with pytest.raises(OSError):
+            await lg.flush()
+        monkeypatch.undo()
+        assert first._refs == 0, "a segment stayed pinned"
+        monkeypatch.setattr(fsio, "fsync_dir", lambda p: dirs_synced.append(Path(p)))
+        await lg.flush()
+
+    asyncio.run(main())
+    assert d in dirs_synced
+    assert lg.flush_error is None  # nothing was fsynced and failed: a retry is honest
+    lg.close(clean=False)
