@@ -370,7 +370,11 @@ class PartitionLog:
         if old.size == 0:
             return
         self._roll_to(self.end_offset)
-        self.producers.snapshot(self.end_offset)
+        try:
+            self.producers.snapshot(self.end_offset)
+        except OSError as e:  # a missing snapshot costs only replay at start; the flush must run
+            log.warning("%s: producer state snapshot at %d failed: %s", self.dir.name,
+                        self.end_offset, e)
         # Kafka flushes the closed segment asynchronously and moves the recovery point past it
         loop = _running_loop()
         if loop is not None and _pin(old):

@@ -107,3 +107,33 @@ def test_eio_writing_an_index_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     _check_after_failure(tmp_path, monkeypatch, fail, LogConfig(flush_messages=1, index_interval=1),
                          refused=False, clean=clean)
+
+
+def test_failed_snapshot_on_roll_does_not_stall_the_recovery_point(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producer-state snapshot written at a roll fails (ENOSPC): the rolled segment still gets
+    its background fsync, so the recovery point (and the cleaner's bound, the flushed offset)
+    keeps moving; before, neither ever passed that segment again."""
+    lg = PartitionLog.open(tmp_path / "t-0", "t", 0, LogConfig(segment_bytes=300), clean=True)
+
+    def enospc(offset: int, sync: bool = False) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def main() -> None:
+        lg.append(_batch(0))
+        lg.append(_batch(1))  # over segment.bytes: rolls
+        monkeypatch.setattr(lg.producers, "snapshot", enospc)
+        try:
+            lg.append(_batch(2))  # rolls again; its snapshot fails
+        except OSError:
+            pass  # refused is fine; what matters is what follows
+        monkeypatch.undo()
+        lg.append(_batch(3))
+        lg.append(_batch(4))
+        await asyncio.sleep(0.2)  # the background fsyncs of the rolls
+
+    asyncio.run(main())
+    assert len(lg.segments) >= 4
+    assert lg.recovery_point == lg.active.base
+    assert lg.flushed_offset == lg.active.base
+    lg.close(clean=False)
