@@ -40,6 +40,7 @@ from samsa.protocol.records import decode_batch, encode_batch
 from samsa.storage import fsio
 
 METADATA_PARTITION = "__cluster_metadata-0"
+INSTALLING = ".installing"  # a snapshot from the leader, staged while the old log is deleted
 LEADER_CHANGE = 2  # Kafka's ControlRecordType for LeaderChange
 _CONTROL_KEY = struct.pack(">hh", 0, LEADER_CHANGE)
 
@@ -88,12 +89,15 @@ class FileRaftLog:
     # ------------------------------------------------------------------ recovery
     def _open(self) -> None:
         made = fsio.makedirs(self.dir)
-        if made:
-            fsio.fsync_dir(made[0].parent)
-        names = sorted(os.listdir(self.dir))
-        for n in names:
+        for d in made:
+            fsio.fsync_dir(d.parent)
+        for n in os.listdir(self.dir):
             if n.endswith(".tmp"):
                 fsio.unlink(self.dir / n)  # an interrupted atomic replace: the old file stands
+        for n in os.listdir(self.dir):
+            if n.endswith(INSTALLING):
+                self._finish_install(self.dir / n)  # complete: it was renamed into place whole
+        names = sorted(os.listdir(self.dir))
         snaps = sorted(s for s in map(parse_snapshot_name, names) if s is not None)
         if snaps:
             self._snap = snaps[-1]
@@ -328,18 +332,28 @@ class FileRaftLog:
         self._write_epoch_checkpoint()
 
     def _flush_install(self) -> None:
+        """Replace the log by the installed snapshot, crash-safely: the snapshot is staged
+        complete as `<name>.installing`, the segments go, then the stage is renamed into place.
+        Recovery finishes a staged install, so old (maybe divergent) segments never reappear
+        beside the new snapshot."""
         assert self._pending_snapshot is not None
         sid, data = self._pending_snapshot
-        replace_durably(self.dir / snapshot_name(sid), data)
-        for name in os.listdir(self.dir):
-            other = parse_snapshot_name(name)
-            if (other is not None and other != sid) or name.endswith(".log"):
-                fsio.unlink(self.dir / name)
-        fsio.fsync_dir(self.dir)
+        final = self.dir / snapshot_name(sid)
+        staged = final.with_name(final.name + INSTALLING)
+        replace_durably(staged, data)
+        self._finish_install(staged)
         self._sizes.clear()
         self._pos = []
         self._dstart = sid.offset
         self._pending_snapshot = None
+
+    def _finish_install(self, staged: Path) -> None:
+        for name in os.listdir(self.dir):
+            if name.endswith(".log") or parse_snapshot_name(name) is not None:
+                fsio.unlink(self.dir / name)
+        fsio.fsync_dir(self.dir)
+        fsio.replace(staged, staged.with_name(staged.name[: -len(INSTALLING)]))
+        fsio.fsync_dir(self.dir)
 
     def _truncate_files(self, offset: int) -> None:
         p = self._pos[offset - self._dstart]

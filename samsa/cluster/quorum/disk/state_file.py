@@ -14,6 +14,7 @@ from pathlib import Path
 
 from samsa.cluster.quorum.disk.files import replace_durably
 from samsa.cluster.quorum.state import QuorumStateRecord
+from samsa.storage import fsio
 
 FILE_NAME = "quorum-state"
 DATA_VERSION = 0
@@ -67,7 +68,9 @@ class FileQuorumStateStore:
             "currentVoters": [{"voterId": v} for v in self.voters] or None,
             "data_version": DATA_VERSION,
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        made = fsio.makedirs(self.path.parent)
+        for d in made:
+            fsio.fsync_dir(d.parent)
         replace_durably(self.path, json.dumps(doc).encode())
 
 
