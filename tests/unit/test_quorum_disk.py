@@ -26,7 +26,7 @@ from samsa.cluster.quorum.disk.files import (
     parse_snapshot_name,
     snapshot_name,
 )
-from samsa.cluster.quorum.disk.log import FileRaftLog
+from samsa.cluster.quorum.disk.log import FileRaftLog, encode_entry
 from samsa.cluster.quorum.disk.state_file import CorruptQuorumStateError, FileQuorumStateStore
 from samsa.cluster.quorum.log import Entry, MemoryLog, OffsetAndEpoch
 from samsa.cluster.quorum.messages import Message
@@ -232,6 +232,27 @@ def test_corrupt_batch_cuts_the_log_there(tmp_path: Path) -> None:
     assert sorted(d.glob("*.log"))[-1] == victim
 
 
+def test_batches_out_of_order_end_the_log(tmp_path: Path) -> None:
+    """A batch whose offset does not follow, or whose epoch goes back, is not a log the core
+    wrote: recovery cuts the log before it."""
+    d = tmp_path / "__cluster_metadata-0"
+    log = FileRaftLog(d)
+    log.append([E(2, "a"), E(3, "b")])
+    log.flush()
+    seg = d / "00000000000000000000.log"
+    good = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(encode_entry(2, E(1, "older epoch"), 0))
+    assert FileRaftLog(d).read(0, 10) == [E(2, "a"), E(3, "b")]
+    assert seg.stat().st_size == good
+    with open(seg, "ab") as f:
+        f.write(encode_entry(5, E(3, "offset gap"), 0))
+    assert FileRaftLog(d).end_offset == 2
+    with open(seg, "ab") as f:
+        f.write(encode_entry(2, E(3, "fine"), 0))
+    assert FileRaftLog(d).read(2, 1) == [E(3, "fine")]
+
+
 # ---------------------------------------------------------------------------- crash consistency
 def _images_workload(d: Path, rec: FsRecorder, seed: int) -> list[tuple[int, list[Entry]]]:
     """Flushes (and snapshots) with a mark after each; returns the image after each mark."""
@@ -253,8 +274,11 @@ def _images_workload(d: Path, rec: FsRecorder, seed: int) -> list[tuple[int, lis
             off = rng.randint(log.start_offset + 1, log.end_offset)
             log.take_snapshot(OffsetAndEpoch(off, log.entry(off - 1).epoch), b"s%d" % step)
         elif r < 0.85:
+            # a leader's snapshot, maybe below our end and of an older epoch than our tail (our
+            # tail diverged): none of the old entries may come back beside it
+            at = rng.randint(log.start_offset, log.end_offset + 2)
+            log.install_snapshot(OffsetAndEpoch(at, rng.randint(1, epoch)), b"i%d" % step)
             epoch += 1
-            log.install_snapshot(OffsetAndEpoch(log.end_offset + 2, epoch), b"i%d" % step)
             log.append([E(epoch, f"{step}.after")])
             log.flush()
         else:
