@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import random
@@ -26,7 +27,7 @@ from samsa.cluster.quorum.disk.files import (
     parse_snapshot_name,
     snapshot_name,
 )
-from samsa.cluster.quorum.disk.log import FileRaftLog, encode_entry
+from samsa.cluster.quorum.disk.log import FileRaftLog, ForeignLogError, encode_entry
 from samsa.cluster.quorum.disk.state_file import CorruptQuorumStateError, FileQuorumStateStore
 from samsa.cluster.quorum.log import Entry, MemoryLog, OffsetAndEpoch
 from samsa.cluster.quorum.messages import Message
@@ -251,6 +252,32 @@ def test_batches_out_of_order_end_the_log(tmp_path: Path) -> None:
     with open(seg, "ab") as f:
         f.write(encode_entry(2, E(3, "fine"), 0))
     assert FileRaftLog(d).read(2, 1) == [E(3, "fine")]
+
+
+def test_a_foreign_log_is_refused_not_truncated(tmp_path: Path) -> None:
+    """Today's single-node metadata log (samsa/cluster/metadata.py) lives in a directory of the
+    same name; opening it as a Raft log must fail loudly, leaving its files alone."""
+    from samsa.cluster.metadata import MetadataLog
+
+    async def write() -> None:
+        ml = MetadataLog(tmp_path, clean=True)
+        await ml.write([{"type": "cluster", "cluster_id": "x"}, {"type": "producer_ids", "next": 5}])
+        ml.close()
+
+    asyncio.run(write())
+    d = tmp_path / "__cluster_metadata-0"
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+    with pytest.raises(ForeignLogError):
+        FileRaftLog(d)
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    # a segment alone (no PartitionLog files): an intact multi-record batch is not a torn tail
+    only = tmp_path / "only"
+    only.mkdir()
+    seg = next(p for p in d.iterdir() if p.suffix == ".log")
+    (only / seg.name).write_bytes(seg.read_bytes())
+    with pytest.raises(ForeignLogError):
+        FileRaftLog(only)
+    assert (only / seg.name).read_bytes() == seg.read_bytes()
 
 
 # ---------------------------------------------------------------------------- crash consistency

@@ -45,6 +45,10 @@ LEADER_CHANGE = 2  # Kafka's ControlRecordType for LeaderChange
 _CONTROL_KEY = struct.pack(">hh", 0, LEADER_CHANGE)
 
 
+class ForeignLogError(Exception):
+    """The directory holds data this log did not write; refusing beats truncating it."""
+
+
 def _seg_name(base: int) -> str:
     return f"{base:020d}.log"
 
@@ -88,6 +92,10 @@ class FileRaftLog:
 
     # ------------------------------------------------------------------ recovery
     def _open(self) -> None:
+        for marker in ("partition.meta", "00000000000000000000.index"):
+            if (self.dir / marker).exists():
+                # the single-node metadata log (a PartitionLog): recovery here would cut it
+                raise ForeignLogError(f"{self.dir} holds a PartitionLog ({marker}), not a Raft log")
         made = fsio.makedirs(self.dir)
         for d in made:
             fsio.fsync_dir(d.parent)
@@ -167,7 +175,8 @@ class FileRaftLog:
         except ValueError:
             return None, 0, -1
         if len(recs) != 1 or recs[0].value is None:
-            return None, 0, -1
+            # an intact batch this log never writes: another writer's data, not a torn tail
+            raise ForeignLogError(f"{self.dir}: batch at offset {h.base_offset} is not one entry")
         control = bool(h.attributes & CONTROL_BIT)
         return Entry(h.leader_epoch, bytes(recs[0].value), control), size, h.base_offset
 
@@ -413,4 +422,4 @@ class FileRaftLog:
             self._written_epochs = list(self._epochs)
 
 
-__all__ = ["METADATA_PARTITION", "FileRaftLog", "encode_entry"]
+__all__ = ["METADATA_PARTITION", "FileRaftLog", "ForeignLogError", "encode_entry"]
