@@ -18,6 +18,7 @@ state machine snapshots it.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import time
@@ -40,6 +41,7 @@ from samsa.protocol.records import decode_batch, encode_batch
 from samsa.storage import fsio
 
 METADATA_PARTITION = "__cluster_metadata-0"
+log = logging.getLogger("samsa.quorum.disk")
 INSTALLING = ".installing"  # a snapshot from the leader, staged while the old log is deleted
 LEADER_CHANGE = 2  # Kafka's ControlRecordType for LeaderChange
 _CONTROL_KEY = struct.pack(">hh", 0, LEADER_CHANGE)
@@ -123,6 +125,7 @@ class FileRaftLog:
             if broken or (expect is not None and base != expect) or (expect is None and base > start):
                 # after a torn segment, or a hole in the offsets: nothing here can be trusted
                 broken = True
+                log.warning("%s: dropping %s (after a cut, or a hole in the offsets)", self.dir, path.name)
                 fsio.unlink(path)
                 changed_dir = True
                 continue
@@ -141,6 +144,8 @@ class FileRaftLog:
                 pos += size
                 exp += 1
             if pos < len(data):
+                log.warning("%s: cutting %s at byte %d of %d (torn or invalid tail)", self.dir, path.name,
+                            pos, len(data))
                 self._cut(path, pos)  # the torn tail
             self._sizes[base] = pos
             expect = exp
