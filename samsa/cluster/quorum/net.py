@@ -39,8 +39,14 @@ METADATA_PARTITION = 0
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, DESCRIBE_QUORUM, FETCH, FETCH_SNAPSHOT = 52, 53, 54, 55, 1, 59
-VERSIONS = {VOTE: 2, BEGIN_QUORUM_EPOCH: 1, END_QUORUM_EPOCH: 1, DESCRIBE_QUORUM: 2, FETCH: 17,
-            FETCH_SNAPSHOT: 1}
+VERSIONS = {
+    VOTE: 2,
+    BEGIN_QUORUM_EPOCH: 1,
+    END_QUORUM_EPOCH: 1,
+    DESCRIBE_QUORUM: 2,
+    FETCH: 17,
+    FETCH_SNAPSHOT: 1,
+}
 
 # Kafka answers these before looking at the partition: top-level error, no topics
 TOP_LEVEL_ERRORS = frozenset({m.INCONSISTENT_CLUSTER_ID})
@@ -51,8 +57,14 @@ LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)  # control record key: version 0, t
 _SIZE = struct.Struct(">i")
 
 CoreRequest = m.Request | m.DescribeQuorumRequest
-CoreResponse = (m.VoteResponse | m.BeginQuorumEpochResponse | m.EndQuorumEpochResponse | m.FetchResponse
-                | m.FetchSnapshotResponse | m.DescribeQuorumResponse)
+CoreResponse = (
+    m.VoteResponse
+    | m.BeginQuorumEpochResponse
+    | m.EndQuorumEpochResponse
+    | m.FetchResponse
+    | m.FetchSnapshotResponse
+    | m.DescribeQuorumResponse
+)
 
 
 class WireError(ValueError):
@@ -66,6 +78,7 @@ def sized(frame: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------- kio plumbing
+
 
 @cache
 def _writers(key: int, version: int, request: bool) -> tuple[type, Any, type, Any]:
@@ -84,11 +97,12 @@ def _readers(key: int, version: int, request: bool) -> tuple[Any, Any]:
 def _response_checker(key: int, version: int) -> request_guard.Reader:
     # request_guard compiles walkers for requests only; its entity walker is schema-generic
     cls = load_response_schema(key, version)
-    header = request_guard._entity(cls.__header_schema__)
+    header = request_guard._entity(cls.__header_schema__)  # type: ignore[arg-type]
     body = request_guard._entity(cls)
 
     def read(w: request_guard._Walk, pos: int, end: int) -> int:
         return body(w, header(w, pos, end), end)
+
     return read
 
 
@@ -120,6 +134,7 @@ def _encode(key: int, request: bool, header: dict[str, Any], body: dict[str, Any
 
 # ---------------------------------------------------------------- records <-> entries
 
+
 def encode_entries(entries: Sequence[Entry], base_offset: int, timestamp_ms: int = 0) -> bytes:
     """Entries from `base_offset` on as RecordBatch v2 batches (empty bytes for none)."""
     out = bytearray()
@@ -132,8 +147,12 @@ def encode_entries(entries: Sequence[Entry], base_offset: int, timestamp_ms: int
                 j += 1
         group = entries[i:j]
         key = LEADER_CHANGE_KEY if first.control else None
-        out += encode_batch([(key, e.data, [], timestamp_ms) for e in group], base_offset=base_offset + i,
-                            leader_epoch=first.epoch, attributes_extra=CONTROL_BIT if first.control else 0)
+        out += encode_batch(
+            [(key, e.data, [], timestamp_ms) for e in group],
+            base_offset=base_offset + i,
+            leader_epoch=first.epoch,
+            attributes_extra=CONTROL_BIT if first.control else 0,
+        )
         i = j
     return bytes(out)
 
@@ -159,7 +178,7 @@ def decode_entries(records: bytes | None, base_offset: int) -> tuple[Entry, ...]
             break
         if h.magic != 2:
             raise WireError(f"batch at byte {pos} has magic {h.magic}, not 2")
-        if crc32c.crc32c(memoryview(buf)[pos + 21: pos + h.size]) != h.crc:
+        if crc32c.crc32c(memoryview(buf)[pos + 21 : pos + h.size]) != h.crc:
             raise WireError(f"batch at byte {pos} fails its CRC")
         if h.base_offset != expect:
             raise WireError(f"batch at byte {pos} starts at offset {h.base_offset}, expected {expect}")
@@ -183,6 +202,7 @@ def decode_entries(records: bytes | None, base_offset: int) -> tuple[Entry, ...]
 
 # ---------------------------------------------------------------- requests
 
+
 def _partition(**kw: Any) -> dict[str, Any]:
     return {"partition_index": METADATA_PARTITION, **kw}
 
@@ -194,58 +214,126 @@ def _topic(partition: dict[str, Any]) -> list[dict[str, Any]]:
 def _request_body(req: CoreRequest) -> tuple[int, dict[str, Any]]:
     match req:
         case m.VoteRequest():
-            return VOTE, {"cluster_id": req.cluster_id, "voter_id": req.voter_id, "topics": _topic(_partition(
-                replica_epoch=req.replica_epoch, replica_id=req.replica_id, replica_directory_id=None,
-                voter_directory_id=None, last_offset_epoch=req.last_offset_epoch,
-                last_offset=req.last_offset, pre_vote=req.pre_vote))}
+            return VOTE, {
+                "cluster_id": req.cluster_id,
+                "voter_id": req.voter_id,
+                "topics": _topic(
+                    _partition(
+                        replica_epoch=req.replica_epoch,
+                        replica_id=req.replica_id,
+                        replica_directory_id=None,
+                        voter_directory_id=None,
+                        last_offset_epoch=req.last_offset_epoch,
+                        last_offset=req.last_offset,
+                        pre_vote=req.pre_vote,
+                    )
+                ),
+            }
         case m.BeginQuorumEpochRequest():
-            return BEGIN_QUORUM_EPOCH, {"cluster_id": req.cluster_id, "voter_id": req.voter_id,
-                                        "topics": _topic(_partition(voter_directory_id=None,
-                                                                    leader_id=req.leader_id,
-                                                                    leader_epoch=req.leader_epoch)),
-                                        "leader_endpoints": []}
+            return BEGIN_QUORUM_EPOCH, {
+                "cluster_id": req.cluster_id,
+                "voter_id": req.voter_id,
+                "topics": _topic(
+                    _partition(
+                        voter_directory_id=None, leader_id=req.leader_id, leader_epoch=req.leader_epoch
+                    )
+                ),
+                "leader_endpoints": [],
+            }
         case m.EndQuorumEpochRequest():
-            return END_QUORUM_EPOCH, {"cluster_id": req.cluster_id, "leader_endpoints": [],
-                                      "topics": _topic(_partition(
-                                          leader_id=req.leader_id, leader_epoch=req.leader_epoch,
-                                          preferred_candidates=[{"candidate_id": c, "candidate_directory_id": None}
-                                                                for c in req.preferred_successors]))}
+            return END_QUORUM_EPOCH, {
+                "cluster_id": req.cluster_id,
+                "leader_endpoints": [],
+                "topics": _topic(
+                    _partition(
+                        leader_id=req.leader_id,
+                        leader_epoch=req.leader_epoch,
+                        preferred_candidates=[
+                            {"candidate_id": c, "candidate_directory_id": None}
+                            for c in req.preferred_successors
+                        ],
+                    )
+                ),
+            }
         case m.DescribeQuorumRequest():
             return DESCRIBE_QUORUM, {"topics": _topic(_partition())}
         case m.FetchRequest():
             return FETCH, {
                 "cluster_id": req.cluster_id,
                 "replica_state": {"replica_id": req.replica_id, "replica_epoch": -1},
-                "max_wait": req.max_wait_ms, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
-                    "partition": METADATA_PARTITION, "current_leader_epoch": req.current_leader_epoch,
-                    "fetch_offset": req.fetch_offset, "last_fetched_epoch": req.last_fetched_epoch,
-                    "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES,
-                    "replica_directory_id": None}]}],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "max_wait": req.max_wait_ms,
+                "min_bytes": 0,
+                "max_bytes": FETCH_MAX_BYTES,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic_id": METADATA_TOPIC_ID,
+                        "partitions": [
+                            {
+                                "partition": METADATA_PARTITION,
+                                "current_leader_epoch": req.current_leader_epoch,
+                                "fetch_offset": req.fetch_offset,
+                                "last_fetched_epoch": req.last_fetched_epoch,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": FETCH_MAX_BYTES,
+                                "replica_directory_id": None,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
         case m.FetchSnapshotRequest():
             return FETCH_SNAPSHOT, {
-                "cluster_id": req.cluster_id, "replica_id": req.replica_id, "max_bytes": req.max_bytes,
-                "topics": [{"name": METADATA_TOPIC, "partitions": [{
-                    "partition": METADATA_PARTITION, "current_leader_epoch": req.current_leader_epoch,
-                    "snapshot_id": {"end_offset": req.snapshot_id.offset, "epoch": req.snapshot_id.epoch},
-                    "position": req.position, "replica_directory_id": None}]}]}
+                "cluster_id": req.cluster_id,
+                "replica_id": req.replica_id,
+                "max_bytes": req.max_bytes,
+                "topics": [
+                    {
+                        "name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "partition": METADATA_PARTITION,
+                                "current_leader_epoch": req.current_leader_epoch,
+                                "snapshot_id": {
+                                    "end_offset": req.snapshot_id.offset,
+                                    "epoch": req.snapshot_id.epoch,
+                                },
+                                "position": req.position,
+                                "replica_directory_id": None,
+                            }
+                        ],
+                    }
+                ],
+            }
     raise TypeError(f"not a quorum request: {req!r}")
 
 
 def api_key_of(msg: CoreRequest | CoreResponse) -> int:
     """The Kafka api key a core request or response travels as."""
     name = type(msg).__name__.removesuffix("Request").removesuffix("Response")
-    return {"Vote": VOTE, "BeginQuorumEpoch": BEGIN_QUORUM_EPOCH, "EndQuorumEpoch": END_QUORUM_EPOCH,
-            "DescribeQuorum": DESCRIBE_QUORUM, "Fetch": FETCH, "FetchSnapshot": FETCH_SNAPSHOT}[name]
+    return {
+        "Vote": VOTE,
+        "BeginQuorumEpoch": BEGIN_QUORUM_EPOCH,
+        "EndQuorumEpoch": END_QUORUM_EPOCH,
+        "DescribeQuorum": DESCRIBE_QUORUM,
+        "Fetch": FETCH,
+        "FetchSnapshot": FETCH_SNAPSHOT,
+    }[name]
 
 
 def encode_request(req: CoreRequest, correlation_id: int, client_id: str = "raft-client") -> bytes:
     """Request header and body of the core request's RPC (no size prefix)."""
     key, body = _request_body(req)
-    header = {"request_api_key": key, "request_api_version": VERSIONS[key],
-              "correlation_id": correlation_id, "client_id": client_id}
+    header = {
+        "request_api_key": key,
+        "request_api_version": VERSIONS[key],
+        "correlation_id": correlation_id,
+        "client_id": client_id,
+    }
     return _encode(key, True, header, body)
 
 
@@ -292,30 +380,52 @@ def decode_request(frame: bytes) -> tuple[int, CoreRequest]:
     corr = int(header.correlation_id)
     if key == VOTE:
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
-        return corr, m.VoteRequest(b.cluster_id, p.replica_epoch, p.replica_id, b.voter_id,
-                                   p.last_offset_epoch, p.last_offset, p.pre_vote)
+        return corr, m.VoteRequest(
+            b.cluster_id,
+            p.replica_epoch,
+            p.replica_id,
+            b.voter_id,
+            p.last_offset_epoch,
+            p.last_offset,
+            p.pre_vote,
+        )
     if key == BEGIN_QUORUM_EPOCH:
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
         return corr, m.BeginQuorumEpochRequest(b.cluster_id, b.voter_id, p.leader_id, p.leader_epoch)
     if key == END_QUORUM_EPOCH:
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
-        return corr, m.EndQuorumEpochRequest(b.cluster_id, p.leader_id, p.leader_epoch,
-                                             tuple(int(c.candidate_id) for c in p.preferred_candidates))
+        return corr, m.EndQuorumEpochRequest(
+            b.cluster_id,
+            p.leader_id,
+            p.leader_epoch,
+            tuple(int(c.candidate_id) for c in p.preferred_candidates),
+        )
     if key == DESCRIBE_QUORUM:
         _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
         return corr, m.DescribeQuorumRequest()
     if key == FETCH:
         p = _one_partition(b.topics, "topic_id", METADATA_TOPIC_ID, "partition")
-        return corr, m.FetchRequest(b.cluster_id, b.replica_state.replica_id, p.current_leader_epoch,
-                                    p.fetch_offset, p.last_fetched_epoch,
-                                    int(b.max_wait.total_seconds() * 1000))
+        return corr, m.FetchRequest(
+            b.cluster_id,
+            b.replica_state.replica_id,
+            p.current_leader_epoch,
+            p.fetch_offset,
+            p.last_fetched_epoch,
+            int(b.max_wait.total_seconds() * 1000),
+        )
     p = _one_partition(b.topics, "name", METADATA_TOPIC, "partition")
-    return corr, m.FetchSnapshotRequest(b.cluster_id, b.replica_id, p.current_leader_epoch,
-                                        OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
-                                        p.position, b.max_bytes)
+    return corr, m.FetchSnapshotRequest(
+        b.cluster_id,
+        b.replica_id,
+        p.current_leader_epoch,
+        OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+        p.position,
+        b.max_bytes,
+    )
 
 
 # ---------------------------------------------------------------- responses
+
 
 def _leader_partition(resp: Any) -> dict[str, Any]:
     return _partition(error_code=resp.error_code, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch)
@@ -329,41 +439,94 @@ def _response_body(resp: CoreResponse) -> tuple[int, dict[str, Any]]:
         return key, {"error_code": resp.error_code, field: [], **extra}
     match resp:
         case m.VoteResponse():
-            return key, {"error_code": 0, "topics": _topic({**_leader_partition(resp),
-                                                             "vote_granted": resp.vote_granted})}
+            return key, {
+                "error_code": 0,
+                "topics": _topic({**_leader_partition(resp), "vote_granted": resp.vote_granted}),
+            }
         case m.BeginQuorumEpochResponse() | m.EndQuorumEpochResponse():
             return key, {"error_code": 0, "topics": _topic(_leader_partition(resp))}
         case m.DescribeQuorumResponse():
+
             def states(rs: Sequence[m.ReplicaState]) -> list[dict[str, Any]]:
-                return [{"replica_id": r.replica_id, "replica_directory_id": None,
-                         "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_timestamp,
-                         "last_caught_up_timestamp": r.last_caught_up_timestamp} for r in rs]
-            return key, {"error_code": 0, "error_message": None, "nodes": [], "topics": _topic({
-                **_leader_partition(resp), "error_message": None, "high_watermark": resp.high_watermark,
-                "current_voters": states(resp.current_voters), "observers": states(resp.observers)})}
+                return [
+                    {
+                        "replica_id": r.replica_id,
+                        "replica_directory_id": None,
+                        "log_end_offset": r.log_end_offset,
+                        "last_fetch_timestamp": r.last_fetch_timestamp,
+                        "last_caught_up_timestamp": r.last_caught_up_timestamp,
+                    }
+                    for r in rs
+                ]
+
+            return key, {
+                "error_code": 0,
+                "error_message": None,
+                "nodes": [],
+                "topics": _topic(
+                    {
+                        **_leader_partition(resp),
+                        "error_message": None,
+                        "high_watermark": resp.high_watermark,
+                        "current_voters": states(resp.current_voters),
+                        "observers": states(resp.observers),
+                    }
+                ),
+            }
         case m.FetchResponse():
             part: dict[str, Any] = {
-                "partition_index": METADATA_PARTITION, "error_code": resp.error_code,
-                "high_watermark": resp.high_watermark, "last_stable_offset": -1,
-                "log_start_offset": resp.log_start_offset, "aborted_transactions": None,
+                "partition_index": METADATA_PARTITION,
+                "error_code": resp.error_code,
+                "high_watermark": resp.high_watermark,
+                "last_stable_offset": -1,
+                "log_start_offset": resp.log_start_offset,
+                "aborted_transactions": None,
                 "preferred_read_replica": -1,
                 "current_leader": {"leader_id": resp.leader_id, "leader_epoch": resp.leader_epoch},
-                "records": encode_entries(resp.records, resp.fetch_offset)}
+                "records": encode_entries(resp.records, resp.fetch_offset),
+            }
             if resp.diverging_epoch is not None:
-                part["diverging_epoch"] = {"epoch": resp.diverging_epoch.epoch,
-                                           "end_offset": resp.diverging_epoch.offset}
+                part["diverging_epoch"] = {
+                    "epoch": resp.diverging_epoch.epoch,
+                    "end_offset": resp.diverging_epoch.offset,
+                }
             if resp.snapshot_id is not None:
                 part["snapshot_id"] = {"end_offset": resp.snapshot_id.offset, "epoch": resp.snapshot_id.epoch}
-            return key, {"throttle_time": 0, "error_code": 0, "session_id": 0, "node_endpoints": [],
-                         "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [part]}]}
+            return key, {
+                "throttle_time": 0,
+                "error_code": 0,
+                "session_id": 0,
+                "node_endpoints": [],
+                "responses": [{"topic_id": METADATA_TOPIC_ID, "partitions": [part]}],
+            }
         case m.FetchSnapshotResponse():
-            return key, {"throttle_time": 0, "error_code": 0, "node_endpoints": [], "topics": [{
-                "name": METADATA_TOPIC, "partitions": [{
-                    "index": METADATA_PARTITION, "error_code": resp.error_code,
-                    "snapshot_id": {"end_offset": resp.snapshot_id.offset, "epoch": resp.snapshot_id.epoch},
-                    "current_leader": {"leader_id": resp.leader_id, "leader_epoch": resp.leader_epoch},
-                    "size": resp.size, "position": resp.position,
-                    "unaligned_records": resp.unaligned_records}]}]}
+            return key, {
+                "throttle_time": 0,
+                "error_code": 0,
+                "node_endpoints": [],
+                "topics": [
+                    {
+                        "name": METADATA_TOPIC,
+                        "partitions": [
+                            {
+                                "index": METADATA_PARTITION,
+                                "error_code": resp.error_code,
+                                "snapshot_id": {
+                                    "end_offset": resp.snapshot_id.offset,
+                                    "epoch": resp.snapshot_id.epoch,
+                                },
+                                "current_leader": {
+                                    "leader_id": resp.leader_id,
+                                    "leader_epoch": resp.leader_epoch,
+                                },
+                                "size": resp.size,
+                                "position": resp.position,
+                                "unaligned_records": resp.unaligned_records,
+                            }
+                        ],
+                    }
+                ],
+            }
     raise TypeError(f"not a quorum response: {resp!r}")
 
 
@@ -388,8 +551,9 @@ def decode_response(frame: bytes, request: CoreRequest) -> tuple[int, CoreRespon
         return corr, _top_level_error(request, top)
     if isinstance(request, m.VoteRequest):
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
-        return corr, m.VoteResponse(int(p.error_code), p.leader_id, p.leader_epoch, p.vote_granted,
-                                    request.pre_vote)
+        return corr, m.VoteResponse(
+            int(p.error_code), p.leader_id, p.leader_epoch, p.vote_granted, request.pre_vote
+        )
     if isinstance(request, m.BeginQuorumEpochRequest):
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
         return corr, m.BeginQuorumEpochResponse(int(p.error_code), p.leader_id, p.leader_epoch)
@@ -402,25 +566,49 @@ def decode_response(frame: bytes, request: CoreRequest) -> tuple[int, CoreRespon
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
 
         def states(rs: Sequence[Any]) -> tuple[m.ReplicaState, ...]:
-            return tuple(m.ReplicaState(r.replica_id, r.log_end_offset, r.last_fetch_timestamp,
-                                        r.last_caught_up_timestamp) for r in rs)
-        return corr, m.DescribeQuorumResponse(int(p.error_code), p.leader_id, p.leader_epoch, p.high_watermark,
-                                              states(p.current_voters), states(p.observers))
+            return tuple(
+                m.ReplicaState(
+                    r.replica_id, r.log_end_offset, r.last_fetch_timestamp, r.last_caught_up_timestamp
+                )
+                for r in rs
+            )
+
+        return corr, m.DescribeQuorumResponse(
+            int(p.error_code),
+            p.leader_id,
+            p.leader_epoch,
+            p.high_watermark,
+            states(p.current_voters),
+            states(p.observers),
+        )
     if isinstance(request, m.FetchRequest):
         p = _one_partition(b.responses, "topic_id", METADATA_TOPIC_ID, "partition_index")
         div = p.diverging_epoch
         snap = p.snapshot_id
         return corr, m.FetchResponse(
-            int(p.error_code), p.current_leader.leader_id, p.current_leader.leader_epoch, p.high_watermark,
-            p.log_start_offset, decode_entries(p.records, request.fetch_offset),
+            int(p.error_code),
+            p.current_leader.leader_id,
+            p.current_leader.leader_epoch,
+            p.high_watermark,
+            p.log_start_offset,
+            decode_entries(p.records, request.fetch_offset),
             OffsetAndEpoch(div.end_offset, div.epoch) if (div.epoch, div.end_offset) != (-1, -1) else None,
-            OffsetAndEpoch(snap.end_offset, snap.epoch) if (snap.end_offset, snap.epoch) != (-1, -1) else None,
-            request.fetch_offset, request.last_fetched_epoch)
+            OffsetAndEpoch(snap.end_offset, snap.epoch)
+            if (snap.end_offset, snap.epoch) != (-1, -1)
+            else None,
+            request.fetch_offset,
+            request.last_fetched_epoch,
+        )
     p = _one_partition(b.topics, "name", METADATA_TOPIC, "index")
     return corr, m.FetchSnapshotResponse(
-        int(p.error_code), p.current_leader.leader_id, p.current_leader.leader_epoch,
-        OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch), p.size, p.position,
-        bytes(p.unaligned_records or b""))
+        int(p.error_code),
+        p.current_leader.leader_id,
+        p.current_leader.leader_epoch,
+        OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+        p.size,
+        p.position,
+        bytes(p.unaligned_records or b""),
+    )
 
 
 def _top_level_error(request: CoreRequest, code: int) -> CoreResponse:
@@ -432,13 +620,30 @@ def _top_level_error(request: CoreRequest, code: int) -> CoreResponse:
     if isinstance(request, m.EndQuorumEpochRequest):
         return m.EndQuorumEpochResponse(code, *_NO_LEADER)
     if isinstance(request, m.FetchRequest):
-        return m.FetchResponse(code, *_NO_LEADER, -1, -1, fetch_offset=request.fetch_offset,
-                               last_fetched_epoch=request.last_fetched_epoch)
+        return m.FetchResponse(
+            code,
+            *_NO_LEADER,
+            -1,
+            -1,
+            fetch_offset=request.fetch_offset,
+            last_fetched_epoch=request.last_fetched_epoch,
+        )
     if isinstance(request, m.FetchSnapshotRequest):
         return m.FetchSnapshotResponse(code, *_NO_LEADER, request.snapshot_id, -1, -1)
     return m.DescribeQuorumResponse(code, *_NO_LEADER, -1)
 
 
-__all__ = ["METADATA_TOPIC", "METADATA_TOPIC_ID", "VERSIONS", "WireError", "api_key_of", "decode_entries",
-           "decode_request", "decode_response", "encode_entries", "encode_request", "encode_response",
-           "sized"]
+__all__ = [
+    "METADATA_TOPIC",
+    "METADATA_TOPIC_ID",
+    "VERSIONS",
+    "WireError",
+    "api_key_of",
+    "decode_entries",
+    "decode_request",
+    "decode_response",
+    "encode_entries",
+    "encode_request",
+    "encode_response",
+    "sized",
+]

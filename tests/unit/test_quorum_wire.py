@@ -1,0 +1,482 @@
+"""The Raft core's messages on Kafka's wire (samsa/cluster/quorum/net.py): round trips, byte layouts
+checked by hand against Kafka's message specs, and malformed frames (truncated, mutated, lying)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import crc32c
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from samsa.cluster.quorum import messages as m
+from samsa.cluster.quorum import net
+from samsa.cluster.quorum.log import Entry, OffsetAndEpoch
+from samsa.protocol.records import encode_batch
+
+I32 = st.integers(-(2**31), 2**31 - 1)
+NAT32 = st.integers(0, 2**31 - 1)
+I64 = st.integers(-(2**63), 2**63 - 1)
+NAT64 = st.integers(0, 2**62)
+CLUSTER = st.none() | st.text(max_size=40)
+PARTITION_ERRORS = st.sampled_from(
+    [
+        m.NONE,
+        m.NOT_LEADER_OR_FOLLOWER,
+        m.FENCED_LEADER_EPOCH,
+        m.UNKNOWN_LEADER_EPOCH,
+        m.INCONSISTENT_VOTER_SET,
+        m.SNAPSHOT_NOT_FOUND,
+        m.POSITION_OUT_OF_RANGE,
+    ]
+)
+OE = st.builds(OffsetAndEpoch, NAT64, NAT32)
+ENTRIES = st.lists(st.builds(Entry, NAT32, st.binary(max_size=40), st.booleans()), max_size=12).map(
+    lambda es: tuple(sorted(es, key=lambda e: e.epoch))
+)
+
+REQUESTS = st.one_of(
+    st.builds(m.VoteRequest, CLUSTER, I32, I32, I32, I32, I64, st.booleans()),
+    st.builds(m.BeginQuorumEpochRequest, CLUSTER, I32, I32, I32),
+    st.builds(m.EndQuorumEpochRequest, CLUSTER, I32, I32, st.lists(I32, max_size=5).map(tuple)),
+    st.builds(m.FetchRequest, CLUSTER, I32, I32, I64, I32, NAT32),
+    st.builds(m.FetchSnapshotRequest, CLUSTER, I32, I32, OE, I64, I32),
+    st.just(m.DescribeQuorumRequest()),
+)
+STATES = st.lists(st.builds(m.ReplicaState, I32, I64, I64, I64), max_size=4).map(tuple)
+
+
+@st.composite
+def exchanges(draw: st.DrawFn) -> tuple[net.CoreRequest, net.CoreResponse]:
+    """A request and a response to it (echo fields copied from the request, as the core does)."""
+    req = draw(REQUESTS)
+    err = draw(PARTITION_ERRORS)
+    leader, epoch = draw(I32), draw(I32)
+    resp: net.CoreResponse
+    match req:
+        case m.VoteRequest():
+            resp = m.VoteResponse(err, leader, epoch, draw(st.booleans()), req.pre_vote)
+        case m.BeginQuorumEpochRequest():
+            resp = m.BeginQuorumEpochResponse(err, leader, epoch)
+        case m.EndQuorumEpochRequest():
+            resp = m.EndQuorumEpochResponse(err, leader, epoch)
+        case m.FetchRequest():
+            offset = draw(NAT64)
+            resp = m.FetchResponse(
+                err,
+                leader,
+                epoch,
+                draw(I64),
+                draw(I64),
+                draw(ENTRIES),
+                draw(st.none() | OE),
+                draw(st.none() | OE),
+                offset,
+                req.last_fetched_epoch,
+            )
+            req = m.FetchRequest(
+                req.cluster_id,
+                req.replica_id,
+                req.current_leader_epoch,
+                offset,
+                req.last_fetched_epoch,
+                req.max_wait_ms,
+            )
+        case m.FetchSnapshotRequest():
+            resp = m.FetchSnapshotResponse(
+                err, leader, epoch, draw(OE), draw(I64), draw(I64), draw(st.binary(max_size=64))
+            )
+        case _:
+            resp = m.DescribeQuorumResponse(err, leader, epoch, draw(I64), draw(STATES), draw(STATES))
+    return req, resp
+
+
+# ---------------------------------------------------------------- round trips
+
+
+@settings(max_examples=300, deadline=None)
+@given(REQUESTS, I32)
+def test_request_round_trip(req: net.CoreRequest, corr: int) -> None:
+    assert net.decode_request(net.encode_request(req, corr)) == (corr, req)
+
+
+@settings(max_examples=300, deadline=None)
+@given(exchanges(), I32)
+def test_response_round_trip(exchange: tuple[net.CoreRequest, net.CoreResponse], corr: int) -> None:
+    req, resp = exchange
+    assert net.decode_response(net.encode_response(resp, corr), req) == (corr, resp)
+
+
+@settings(max_examples=50, deadline=None)
+@given(REQUESTS)
+def test_top_level_cluster_id_error_reads_as_no_leader(req: net.CoreRequest) -> None:
+    """INCONSISTENT_CLUSTER_ID goes out as Kafka sends it: a top-level error and no topics."""
+    if isinstance(req, m.DescribeQuorumRequest):
+        return
+    sent = net._top_level_error(req, m.INCONSISTENT_CLUSTER_ID)
+    frame = net.encode_response(sent, 1)
+    assert frame.endswith(b"\x00")
+    _, got = net.decode_response(frame, req)
+    assert got == sent and got.error_code == m.INCONSISTENT_CLUSTER_ID and got.leader_id == -1
+
+
+def test_entries_travel_as_epoch_batches() -> None:
+    entries = (Entry(1, b"a"), Entry(1, b"b"), Entry(2, b"LeaderChange", True), Entry(2, b"c"))
+    raw = net.encode_entries(entries, 100)
+    batches = []
+    pos = 0
+    while pos < len(raw):
+        base, length, epoch, magic, _crc, attrs, last_delta = struct.unpack_from(">qiibIhi", raw, pos)
+        batches.append((base, epoch, magic, attrs, last_delta))
+        pos += 12 + length
+    # one batch per epoch run, the control entry alone in a control batch (attribute bit 5)
+    assert batches == [(100, 1, 2, 0, 1), (102, 2, 2, 0x20, 0), (103, 2, 2, 0, 0)]
+    assert net.decode_entries(raw, 100) == entries
+    assert net.decode_entries(b"", 7) == () and net.decode_entries(None, 7) == ()
+
+
+# ---------------------------------------------------------------- byte layouts (Kafka's specs)
+
+
+def cstr(s: str | None) -> bytes:
+    """Compact (nullable) string: uvarint(len + 1), 0 for null."""
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    assert len(b) < 127
+    return bytes([len(b) + 1]) + b
+
+
+def req_header(key: int, version: int, corr: int, client: str = "raft-client") -> bytes:
+    """Request header v2: key, version, correlation id, int16-length client id, empty tag section."""
+    return struct.pack(">hhih", key, version, corr, len(client)) + client.encode() + b"\x00"
+
+
+TOPIC = cstr("__cluster_metadata")
+NULL_UUID = bytes(16)
+ARR1 = b"\x02"  # compact array of one element
+NO_TAGS = b"\x00"
+
+
+def test_vote_request_v2_bytes() -> None:
+    req = m.VoteRequest("abc", 5, 1, 2, 4, 77, True)
+    part = struct.pack(">iii", 0, 5, 1) + NULL_UUID + NULL_UUID + struct.pack(">iq?", 4, 77, True) + NO_TAGS
+    body = cstr("abc") + struct.pack(">i", 2) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
+    assert net.encode_request(req, 9) == req_header(52, 2, 9) + body
+
+
+def test_vote_response_v2_bytes() -> None:
+    resp = m.VoteResponse(m.FENCED_LEADER_EPOCH, 3, 8, False, False)
+    part = struct.pack(">ihii?", 0, 74, 3, 8, False) + NO_TAGS
+    expected = (
+        struct.pack(">i", 4) + NO_TAGS + struct.pack(">h", 0) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
+    )
+    assert net.encode_response(resp, 4) == expected
+
+
+def test_begin_quorum_epoch_v1_bytes() -> None:
+    req = m.BeginQuorumEpochRequest(None, 2, 1, 6)
+    part = struct.pack(">i", 0) + NULL_UUID + struct.pack(">ii", 1, 6) + NO_TAGS
+    body = cstr(None) + struct.pack(">i", 2) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + b"\x01" + NO_TAGS
+    assert net.encode_request(req, 1) == req_header(53, 1, 1) + body
+    resp = m.BeginQuorumEpochResponse(m.NONE, 1, 6)
+    part = struct.pack(">ihii", 0, 0, 1, 6) + NO_TAGS
+    expected = (
+        struct.pack(">i", 1) + NO_TAGS + struct.pack(">h", 0) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
+    )
+    assert net.encode_response(resp, 1) == expected
+
+
+def test_end_quorum_epoch_v1_bytes() -> None:
+    req = m.EndQuorumEpochRequest("x", 1, 6, (3, 2))
+    cands = b"\x03" + struct.pack(">i", 3) + NULL_UUID + NO_TAGS + struct.pack(">i", 2) + NULL_UUID + NO_TAGS
+    part = struct.pack(">iii", 0, 1, 6) + cands + NO_TAGS
+    body = cstr("x") + ARR1 + TOPIC + ARR1 + part + NO_TAGS + b"\x01" + NO_TAGS
+    assert net.encode_request(req, 2) == req_header(54, 1, 2) + body
+
+
+def test_describe_quorum_v2_bytes() -> None:
+    body = ARR1 + TOPIC + ARR1 + struct.pack(">i", 0) + NO_TAGS + NO_TAGS + NO_TAGS
+    assert net.encode_request(m.DescribeQuorumRequest(), 3) == req_header(55, 2, 3) + body
+    resp = m.DescribeQuorumResponse(m.NONE, 1, 6, 40, (m.ReplicaState(1, 40, 5, 6),), ())
+    voter = struct.pack(">i", 1) + NULL_UUID + struct.pack(">qqq", 40, 5, 6) + NO_TAGS
+    part = (
+        struct.pack(">ih", 0, 0)
+        + cstr(None)
+        + struct.pack(">iiq", 1, 6, 40)
+        + ARR1
+        + voter
+        + b"\x01"
+        + NO_TAGS
+    )
+    expected = (
+        struct.pack(">i", 3)
+        + NO_TAGS
+        + struct.pack(">h", 0)
+        + cstr(None)
+        + ARR1
+        + TOPIC
+        + ARR1
+        + part
+        + NO_TAGS
+        + b"\x01"
+        + NO_TAGS
+    )
+    assert net.encode_response(resp, 3) == expected
+
+
+def test_fetch_v17_request_bytes() -> None:
+    """Replica fetch on __cluster_metadata-0 by topic id 0...01; ClusterId is tag 0 and ReplicaState
+    (ReplicaId, ReplicaEpoch -1) tag 1 of the request's tag section."""
+    req = m.FetchRequest("c1", 2, 6, 40, 5, 500)
+    assert net.METADATA_TOPIC_ID.bytes == bytes(15) + b"\x01"
+    part = struct.pack(">iiqiqi", 0, 6, 40, 5, -1, net.FETCH_MAX_BYTES) + NO_TAGS
+    replica_state = struct.pack(">iq", 2, -1) + NO_TAGS
+    tags = (
+        b"\x02"
+        + b"\x00"
+        + bytes([len(cstr("c1"))])
+        + cstr("c1")
+        + b"\x01"
+        + bytes([len(replica_state)])
+        + replica_state
+    )
+    body = (
+        struct.pack(">iiibii", 500, 0, net.FETCH_MAX_BYTES, 0, 0, -1)
+        + ARR1
+        + net.METADATA_TOPIC_ID.bytes
+        + ARR1
+        + part
+        + NO_TAGS
+        + b"\x01"
+        + cstr("")
+        + tags
+    )
+    assert net.encode_request(req, 5) == req_header(1, 17, 5) + body
+
+
+def test_fetch_v17_response_bytes() -> None:
+    """DivergingEpoch (tag 0), CurrentLeader (tag 1) and SnapshotId (tag 2) in the partition's tag
+    section; records as one RecordBatch v2 with partitionLeaderEpoch = the entries' epoch."""
+    resp = m.FetchResponse(
+        m.NONE,
+        1,
+        6,
+        42,
+        3,
+        (Entry(6, b"v"),),
+        OffsetAndEpoch(30, 4),
+        OffsetAndEpoch(20, 2),
+        fetch_offset=41,
+        last_fetched_epoch=5,
+    )
+    records = encode_batch([(None, b"v", [], 0)], base_offset=41, leader_epoch=6)
+    diverging = struct.pack(">iq", 4, 30) + NO_TAGS
+    leader = struct.pack(">ii", 1, 6) + NO_TAGS
+    snapshot = struct.pack(">qi", 20, 2) + NO_TAGS
+    tags = (
+        b"\x03"
+        + b"\x00"
+        + bytes([len(diverging)])
+        + diverging
+        + b"\x01"
+        + bytes([len(leader)])
+        + leader
+        + b"\x02"
+        + bytes([len(snapshot)])
+        + snapshot
+    )
+    part = (
+        struct.pack(">ihqqq", 0, 0, 42, -1, 3)
+        + b"\x00"
+        + struct.pack(">i", -1)
+        + bytes([len(records) + 1])
+        + records
+        + tags
+    )
+    expected = (
+        struct.pack(">i", 5)
+        + NO_TAGS
+        + struct.pack(">ihi", 0, 0, 0)
+        + ARR1
+        + net.METADATA_TOPIC_ID.bytes
+        + ARR1
+        + part
+        + NO_TAGS
+        + NO_TAGS
+    )
+    assert net.encode_response(resp, 5) == expected
+    assert records[12:16] == struct.pack(">i", 6)  # partitionLeaderEpoch
+
+
+def test_fetch_snapshot_v1_bytes() -> None:
+    req = m.FetchSnapshotRequest(None, 2, 6, OffsetAndEpoch(100, 5), 8, 4096)
+    # SnapshotId is a struct: it has its own (empty) tag section
+    part = struct.pack(">ii", 0, 6) + struct.pack(">qi", 100, 5) + NO_TAGS + struct.pack(">q", 8) + NO_TAGS
+    body = struct.pack(">ii", 2, 4096) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
+    assert net.encode_request(req, 6) == req_header(59, 1, 6) + body
+    resp = m.FetchSnapshotResponse(m.NONE, 1, 6, OffsetAndEpoch(100, 5), 300, 8, b"snap")
+    leader = struct.pack(">ii", 1, 6) + NO_TAGS
+    part = (
+        struct.pack(">ih", 0, 0)
+        + struct.pack(">qi", 100, 5)
+        + NO_TAGS
+        + struct.pack(">qq", 300, 8)
+        + cstr("snap")
+        + b"\x01\x00"
+        + bytes([len(leader)])
+        + leader
+    )
+    expected = (
+        struct.pack(">i", 6)
+        + NO_TAGS
+        + struct.pack(">ih", 0, 0)
+        + ARR1
+        + TOPIC
+        + ARR1
+        + part
+        + NO_TAGS
+        + NO_TAGS
+    )
+    assert net.encode_response(resp, 6) == expected
+
+
+# ---------------------------------------------------------------- malformed input
+
+SAMPLE_EXCHANGES: list[tuple[net.CoreRequest, net.CoreResponse]] = [
+    (m.VoteRequest("c", 3, 1, 2, 2, 10, True), m.VoteResponse(0, 1, 3, True, True)),
+    (m.BeginQuorumEpochRequest("c", 2, 1, 3), m.BeginQuorumEpochResponse(0, 1, 3)),
+    (m.EndQuorumEpochRequest(None, 1, 3, (2, 3)), m.EndQuorumEpochResponse(6, 1, 3)),
+    (
+        m.FetchRequest("c", 2, 3, 10, 2, 500),
+        m.FetchResponse(
+            0,
+            1,
+            3,
+            12,
+            0,
+            (Entry(2, b"a"), Entry(3, b"LC", True), Entry(3, b"x")),
+            OffsetAndEpoch(9, 2),
+            None,
+            10,
+            2,
+        ),
+    ),
+    (
+        m.FetchSnapshotRequest("c", 2, 3, OffsetAndEpoch(10, 2), 0, 1000),
+        m.FetchSnapshotResponse(0, 1, 3, OffsetAndEpoch(10, 2), 100, 0, b"abc"),
+    ),
+    (m.DescribeQuorumRequest(), m.DescribeQuorumResponse(0, 1, 3, 12, (m.ReplicaState(1, 12, 5, 5),), ())),
+]
+IDS = [type(q).__name__ for q, _ in SAMPLE_EXCHANGES]
+
+
+@pytest.mark.parametrize(("req", "resp"), SAMPLE_EXCHANGES, ids=IDS)
+def test_every_truncation_is_rejected(req: net.CoreRequest, resp: net.CoreResponse) -> None:
+    qf, rf = net.encode_request(req, 1), net.encode_response(resp, 1)
+    for n in range(len(qf)):
+        with pytest.raises(net.WireError):
+            net.decode_request(qf[:n])
+    for n in range(len(rf)):
+        with pytest.raises(net.WireError):
+            net.decode_response(rf[:n], req)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(range(len(SAMPLE_EXCHANGES))),
+    st.booleans(),
+    st.lists(
+        st.tuples(st.integers(0, 10_000), st.integers(0, 255), st.sampled_from("sid")), min_size=1, max_size=6
+    ),
+)
+def test_mutated_frames_decode_or_raise_wire_error(
+    which: int, response: bool, edits: list[tuple[int, int, str]]
+) -> None:
+    """Set, insert or delete bytes anywhere: the decoder returns a core message or raises WireError."""
+    req, resp = SAMPLE_EXCHANGES[which]
+    frame = bytearray(net.encode_response(resp, 1) if response else net.encode_request(req, 1))
+    for at, byte, op in edits:
+        i = at % (len(frame) + 1)
+        if op == "s" and i < len(frame):
+            frame[i] = byte
+        elif op == "i":
+            frame.insert(i, byte)
+        elif i < len(frame):
+            del frame[i]
+    try:
+        got = net.decode_response(bytes(frame), req)[1] if response else net.decode_request(bytes(frame))[1]
+    except net.WireError:
+        return
+    assert type(got).__name__.startswith(type(req).__name__.removesuffix("Request"))
+
+
+def test_huge_array_count_is_rejected_before_kio() -> None:
+    """A topics count of 2^31 in a 30-byte frame: kio's native reader would reserve for it."""
+    frame = req_header(55, 2, 1) + b"\xff\xff\xff\xff\x07"
+    with pytest.raises(net.WireError, match="malformed"):
+        net.decode_request(frame)
+
+
+def test_wrong_shape_is_rejected() -> None:
+    frame = net.encode_request(m.DescribeQuorumRequest(), 1)
+    with pytest.raises(net.WireError, match="expected topic __cluster_metadata"):
+        net.decode_request(frame.replace(b"__cluster_metadata", b"__cluster_metadatX"))
+    fetch = net.encode_request(m.FetchRequest(None, 2, 3, 10, 2, 500), 1)
+    with pytest.raises(net.WireError, match="expected topic"):
+        net.decode_request(fetch.replace(net.METADATA_TOPIC_ID.bytes, uuid.UUID(int=2).bytes))
+    with pytest.raises(net.WireError, match="not a quorum RPC"):
+        net.decode_request(struct.pack(">hhi", 1, 16, 1) + frame[8:])
+    with pytest.raises(net.WireError, match="no header"):
+        net.decode_request(b"\x00\x34")
+
+
+def test_unknown_tagged_field_is_ignored() -> None:
+    """KIP-482: a tag this version does not know is skipped, not an error."""
+    req = m.BeginQuorumEpochRequest("c", 2, 1, 3)
+    frame = net.encode_request(req, 1)
+    assert frame.endswith(b"\x00")
+    assert net.decode_request(frame[:-1] + b"\x01\x09\x02hi") == (1, req)
+
+
+def _fetch_answer(records: bytes) -> bytes:
+    resp = m.FetchResponse(0, 1, 3, 12, 0, (Entry(3, b"x"),), fetch_offset=10, last_fetched_epoch=2)
+    frame = net.encode_response(resp, 1)
+    good = net.encode_entries(resp.records, 10)
+    assert len(records) == len(good)
+    return frame.replace(good, records)
+
+
+FETCH_REQ = m.FetchRequest("c", 2, 3, 10, 2, 500)
+
+
+def test_bad_batches_are_rejected() -> None:
+    good = net.encode_entries((Entry(3, b"x"),), 10)
+    bad_crc = good[:-1] + bytes([good[-1] ^ 1])
+    with pytest.raises(net.WireError, match="CRC"):
+        net.decode_response(_fetch_answer(bad_crc), FETCH_REQ)
+    wrong_base = net.encode_entries((Entry(3, b"x"),), 11)
+    with pytest.raises(net.WireError, match="expected 10"):
+        net.decode_response(_fetch_answer(wrong_base), FETCH_REQ)
+    magic1 = bytearray(good)
+    magic1[16] = 1
+    magic1[17:21] = struct.pack(">I", crc32c.crc32c(bytes(magic1[21:])))
+    with pytest.raises(net.WireError, match="magic"):
+        net.decode_response(_fetch_answer(bytes(magic1)), FETCH_REQ)
+    null_value = encode_batch([(None, None, [], 0)], base_offset=10, leader_epoch=3)
+    with pytest.raises(net.WireError, match="no value"):
+        net.decode_entries(null_value, 10)
+
+
+def test_trailing_partial_batch_is_ignored() -> None:
+    raw = net.encode_entries((Entry(3, b"x"), Entry(4, b"y")), 10)
+    first = net.encode_entries((Entry(3, b"x"),), 10)
+    assert net.decode_entries(raw[:-3], 10) == (Entry(3, b"x"),)
+    assert net.decode_entries(first + raw[len(first) : len(first) + 20], 10) == (Entry(3, b"x"),)
+
+
+def test_sized_prefix() -> None:
+    frame = net.encode_request(m.DescribeQuorumRequest(), 1)
+    assert net.sized(frame) == struct.pack(">i", len(frame)) + frame
