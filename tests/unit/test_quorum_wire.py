@@ -470,6 +470,29 @@ def test_bad_batches_are_rejected() -> None:
         net.decode_entries(null_value, 10)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    ENTRIES.filter(bool),
+    st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
+)
+def test_mutated_batches_decode_or_raise_wire_error(
+    entries: tuple[Entry, ...], edits: list[tuple[int, int]]
+) -> None:
+    """Corrupted record batches (header or records, CRC recomputed half the time so the records
+    parser is reached) give entries or WireError, nothing else."""
+    raw = bytearray(net.encode_entries(entries, 5))
+    for at, byte in edits:
+        raw[at % len(raw)] = byte
+    end = 12 + struct.unpack_from(">i", raw, 8)[0]  # the first batch's end, as its (maybe edited) header says
+    if edits[0][1] % 2 and 61 <= end <= len(raw):
+        raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:end])))
+    try:
+        got = net.decode_entries(bytes(raw), 5)
+    except net.WireError:
+        return
+    assert all(isinstance(e, Entry) for e in got)
+
+
 def test_trailing_partial_batch_is_ignored() -> None:
     raw = net.encode_entries((Entry(3, b"x"), Entry(4, b"y")), 10)
     first = net.encode_entries((Entry(3, b"x"),), 10)

@@ -16,6 +16,7 @@ whose partitionLeaderEpoch is that epoch; a control entry is a control batch of 
 
 from __future__ import annotations
 
+import datetime
 import struct
 import uuid
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTE
 LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)  # control record key: version 0, type 2 (LeaderChange)
 
 _SIZE = struct.Struct(">i")
+_MS = datetime.timedelta(milliseconds=1)
 
 CoreRequest = m.Request | m.DescribeQuorumRequest
 CoreResponse = (
@@ -411,7 +413,7 @@ def decode_request(frame: bytes) -> tuple[int, CoreRequest]:
             p.current_leader_epoch,
             p.fetch_offset,
             p.last_fetched_epoch,
-            int(b.max_wait.total_seconds() * 1000),
+            b.max_wait // _MS,
         )
     p = _one_partition(b.topics, "name", METADATA_TOPIC, "partition")
     return corr, m.FetchSnapshotRequest(
