@@ -1,4 +1,4 @@
-"""The Raft core's messages on Kafka's wire (samsa/cluster/quorum/net.py): round trips, byte layouts
+"""The Raft core's messages on Kafka's wire (samsa/cluster/quorum/wire.py): round trips, byte layouts
 checked by hand against Kafka's message specs, and malformed frames (truncated, mutated, lying)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from samsa.cluster.quorum import messages as m
-from samsa.cluster.quorum import net
+from samsa.cluster.quorum import wire
 from samsa.cluster.quorum.log import Entry, OffsetAndEpoch
 from samsa.cluster.quorum.node import Output, RaftNode
 from samsa.cluster.quorum.sim import Simulation
@@ -53,12 +53,12 @@ STATES = st.lists(st.builds(m.ReplicaState, I32, I64, I64, I64), max_size=4).map
 
 
 @st.composite
-def exchanges(draw: st.DrawFn) -> tuple[net.CoreRequest, net.CoreResponse]:
+def exchanges(draw: st.DrawFn) -> tuple[wire.CoreRequest, wire.CoreResponse]:
     """A request and a response to it (echo fields copied from the request, as the core does)."""
     req = draw(REQUESTS)
     err = draw(PARTITION_ERRORS)
     leader, epoch = draw(I32), draw(I32)
-    resp: net.CoreResponse
+    resp: wire.CoreResponse
     match req:
         case m.VoteRequest():
             resp = m.VoteResponse(err, leader, epoch, draw(st.booleans()), req.pre_vote)
@@ -102,33 +102,33 @@ def exchanges(draw: st.DrawFn) -> tuple[net.CoreRequest, net.CoreResponse]:
 
 @settings(max_examples=300, deadline=None)
 @given(REQUESTS, I32)
-def test_request_round_trip(req: net.CoreRequest, corr: int) -> None:
-    assert net.decode_request(net.encode_request(req, corr)) == (corr, req)
+def test_request_round_trip(req: wire.CoreRequest, corr: int) -> None:
+    assert wire.decode_request(wire.encode_request(req, corr)) == (corr, req)
 
 
 @settings(max_examples=300, deadline=None)
 @given(exchanges(), I32)
-def test_response_round_trip(exchange: tuple[net.CoreRequest, net.CoreResponse], corr: int) -> None:
+def test_response_round_trip(exchange: tuple[wire.CoreRequest, wire.CoreResponse], corr: int) -> None:
     req, resp = exchange
-    assert net.decode_response(net.encode_response(resp, corr), req) == (corr, resp)
+    assert wire.decode_response(wire.encode_response(resp, corr), req) == (corr, resp)
 
 
 @settings(max_examples=50, deadline=None)
 @given(REQUESTS)
-def test_top_level_cluster_id_error_reads_as_no_leader(req: net.CoreRequest) -> None:
+def test_top_level_cluster_id_error_reads_as_no_leader(req: wire.CoreRequest) -> None:
     """INCONSISTENT_CLUSTER_ID goes out as Kafka sends it: a top-level error and no topics."""
     if isinstance(req, m.DescribeQuorumRequest):
         return
-    sent = net._top_level_error(req, m.INCONSISTENT_CLUSTER_ID)
-    frame = net.encode_response(sent, 1)
+    sent = wire.top_level_error(req, m.INCONSISTENT_CLUSTER_ID)
+    frame = wire.encode_response(sent, 1)
     assert frame.endswith(b"\x00")
-    _, got = net.decode_response(frame, req)
+    _, got = wire.decode_response(frame, req)
     assert got == sent and got.error_code == m.INCONSISTENT_CLUSTER_ID and got.leader_id == -1
 
 
 def test_entries_travel_as_epoch_batches() -> None:
     entries = (Entry(1, b"a"), Entry(1, b"b"), Entry(2, b"LeaderChange", True), Entry(2, b"c"))
-    raw = net.encode_entries(entries, 100)
+    raw = wire.encode_entries(entries, 100)
     batches = []
     pos = 0
     while pos < len(raw):
@@ -137,8 +137,8 @@ def test_entries_travel_as_epoch_batches() -> None:
         pos += 12 + length
     # one batch per epoch run, the control entry alone in a control batch (attribute bit 5)
     assert batches == [(100, 1, 2, 0, 1), (102, 2, 2, 0x20, 0), (103, 2, 2, 0, 0)]
-    assert net.decode_entries(raw, 100) == entries
-    assert net.decode_entries(b"", 7) == () and net.decode_entries(None, 7) == ()
+    assert wire.decode_entries(raw, 100) == entries
+    assert wire.decode_entries(b"", 7) == () and wire.decode_entries(None, 7) == ()
 
 
 # ---------------------------------------------------------------- byte layouts (Kafka's specs)
@@ -168,7 +168,7 @@ def test_vote_request_v2_bytes() -> None:
     req = m.VoteRequest("abc", 5, 1, 2, 4, 77, True)
     part = struct.pack(">iii", 0, 5, 1) + NULL_UUID + NULL_UUID + struct.pack(">iq?", 4, 77, True) + NO_TAGS
     body = cstr("abc") + struct.pack(">i", 2) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
-    assert net.encode_request(req, 9) == req_header(52, 2, 9) + body
+    assert wire.encode_request(req, 9) == req_header(52, 2, 9) + body
 
 
 def test_vote_response_v2_bytes() -> None:
@@ -177,20 +177,20 @@ def test_vote_response_v2_bytes() -> None:
     expected = (
         struct.pack(">i", 4) + NO_TAGS + struct.pack(">h", 0) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
     )
-    assert net.encode_response(resp, 4) == expected
+    assert wire.encode_response(resp, 4) == expected
 
 
 def test_begin_quorum_epoch_v1_bytes() -> None:
     req = m.BeginQuorumEpochRequest(None, 2, 1, 6)
     part = struct.pack(">i", 0) + NULL_UUID + struct.pack(">ii", 1, 6) + NO_TAGS
     body = cstr(None) + struct.pack(">i", 2) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + b"\x01" + NO_TAGS
-    assert net.encode_request(req, 1) == req_header(53, 1, 1) + body
+    assert wire.encode_request(req, 1) == req_header(53, 1, 1) + body
     resp = m.BeginQuorumEpochResponse(m.NONE, 1, 6)
     part = struct.pack(">ihii", 0, 0, 1, 6) + NO_TAGS
     expected = (
         struct.pack(">i", 1) + NO_TAGS + struct.pack(">h", 0) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
     )
-    assert net.encode_response(resp, 1) == expected
+    assert wire.encode_response(resp, 1) == expected
 
 
 def test_end_quorum_epoch_v1_bytes() -> None:
@@ -198,12 +198,12 @@ def test_end_quorum_epoch_v1_bytes() -> None:
     cands = b"\x03" + struct.pack(">i", 3) + NULL_UUID + NO_TAGS + struct.pack(">i", 2) + NULL_UUID + NO_TAGS
     part = struct.pack(">iii", 0, 1, 6) + cands + NO_TAGS
     body = cstr("x") + ARR1 + TOPIC + ARR1 + part + NO_TAGS + b"\x01" + NO_TAGS
-    assert net.encode_request(req, 2) == req_header(54, 1, 2) + body
+    assert wire.encode_request(req, 2) == req_header(54, 1, 2) + body
 
 
 def test_describe_quorum_v2_bytes() -> None:
     body = ARR1 + TOPIC + ARR1 + struct.pack(">i", 0) + NO_TAGS + NO_TAGS + NO_TAGS
-    assert net.encode_request(m.DescribeQuorumRequest(), 3) == req_header(55, 2, 3) + body
+    assert wire.encode_request(m.DescribeQuorumRequest(), 3) == req_header(55, 2, 3) + body
     resp = m.DescribeQuorumResponse(m.NONE, 1, 6, 40, (m.ReplicaState(1, 40, 5, 6),), ())
     voter = struct.pack(">i", 1) + NULL_UUID + struct.pack(">qqq", 40, 5, 6) + NO_TAGS
     part = (
@@ -228,15 +228,15 @@ def test_describe_quorum_v2_bytes() -> None:
         + b"\x01"
         + NO_TAGS
     )
-    assert net.encode_response(resp, 3) == expected
+    assert wire.encode_response(resp, 3) == expected
 
 
 def test_fetch_v17_request_bytes() -> None:
     """Replica fetch on __cluster_metadata-0 by topic id 0...01; ClusterId is tag 0 and ReplicaState
     (ReplicaId, ReplicaEpoch -1) tag 1 of the request's tag section."""
     req = m.FetchRequest("c1", 2, 6, 40, 5, 500)
-    assert net.METADATA_TOPIC_ID.bytes == bytes(15) + b"\x01"
-    part = struct.pack(">iiqiqi", 0, 6, 40, 5, -1, net.FETCH_MAX_BYTES) + NO_TAGS
+    assert wire.METADATA_TOPIC_ID.bytes == bytes(15) + b"\x01"
+    part = struct.pack(">iiqiqi", 0, 6, 40, 5, -1, wire.FETCH_MAX_BYTES) + NO_TAGS
     replica_state = struct.pack(">iq", 2, -1) + NO_TAGS
     tags = (
         b"\x02"
@@ -248,9 +248,9 @@ def test_fetch_v17_request_bytes() -> None:
         + replica_state
     )
     body = (
-        struct.pack(">iiibii", 500, 0, net.FETCH_MAX_BYTES, 0, 0, -1)
+        struct.pack(">iiibii", 500, 0, wire.FETCH_MAX_BYTES, 0, 0, -1)
         + ARR1
-        + net.METADATA_TOPIC_ID.bytes
+        + wire.METADATA_TOPIC_ID.bytes
         + ARR1
         + part
         + NO_TAGS
@@ -258,7 +258,7 @@ def test_fetch_v17_request_bytes() -> None:
         + cstr("")
         + tags
     )
-    assert net.encode_request(req, 5) == req_header(1, 17, 5) + body
+    assert wire.encode_request(req, 5) == req_header(1, 17, 5) + body
 
 
 def test_fetch_v17_response_bytes() -> None:
@@ -305,13 +305,13 @@ def test_fetch_v17_response_bytes() -> None:
         + NO_TAGS
         + struct.pack(">ihi", 0, 0, 0)
         + ARR1
-        + net.METADATA_TOPIC_ID.bytes
+        + wire.METADATA_TOPIC_ID.bytes
         + ARR1
         + part
         + NO_TAGS
         + NO_TAGS
     )
-    assert net.encode_response(resp, 5) == expected
+    assert wire.encode_response(resp, 5) == expected
     assert records[12:16] == struct.pack(">i", 6)  # partitionLeaderEpoch
 
 
@@ -320,7 +320,7 @@ def test_fetch_snapshot_v1_bytes() -> None:
     # SnapshotId is a struct: it has its own (empty) tag section
     part = struct.pack(">ii", 0, 6) + struct.pack(">qi", 100, 5) + NO_TAGS + struct.pack(">q", 8) + NO_TAGS
     body = struct.pack(">ii", 2, 4096) + ARR1 + TOPIC + ARR1 + part + NO_TAGS + NO_TAGS
-    assert net.encode_request(req, 6) == req_header(59, 1, 6) + body
+    assert wire.encode_request(req, 6) == req_header(59, 1, 6) + body
     resp = m.FetchSnapshotResponse(m.NONE, 1, 6, OffsetAndEpoch(100, 5), 300, 8, b"snap")
     leader = struct.pack(">ii", 1, 6) + NO_TAGS
     part = (
@@ -344,12 +344,12 @@ def test_fetch_snapshot_v1_bytes() -> None:
         + NO_TAGS
         + NO_TAGS
     )
-    assert net.encode_response(resp, 6) == expected
+    assert wire.encode_response(resp, 6) == expected
 
 
 # ---------------------------------------------------------------- malformed input
 
-SAMPLE_EXCHANGES: list[tuple[net.CoreRequest, net.CoreResponse]] = [
+SAMPLE_EXCHANGES: list[tuple[wire.CoreRequest, wire.CoreResponse]] = [
     (m.VoteRequest("c", 3, 1, 2, 2, 10, True), m.VoteResponse(0, 1, 3, True, True)),
     (m.BeginQuorumEpochRequest("c", 2, 1, 3), m.BeginQuorumEpochResponse(0, 1, 3)),
     (m.EndQuorumEpochRequest(None, 1, 3, (2, 3)), m.EndQuorumEpochResponse(6, 1, 3)),
@@ -378,14 +378,14 @@ IDS = [type(q).__name__ for q, _ in SAMPLE_EXCHANGES]
 
 
 @pytest.mark.parametrize(("req", "resp"), SAMPLE_EXCHANGES, ids=IDS)
-def test_every_truncation_is_rejected(req: net.CoreRequest, resp: net.CoreResponse) -> None:
-    qf, rf = net.encode_request(req, 1), net.encode_response(resp, 1)
+def test_every_truncation_is_rejected(req: wire.CoreRequest, resp: wire.CoreResponse) -> None:
+    qf, rf = wire.encode_request(req, 1), wire.encode_response(resp, 1)
     for n in range(len(qf)):
-        with pytest.raises(net.WireError):
-            net.decode_request(qf[:n])
+        with pytest.raises(wire.WireError):
+            wire.decode_request(qf[:n])
     for n in range(len(rf)):
-        with pytest.raises(net.WireError):
-            net.decode_response(rf[:n], req)
+        with pytest.raises(wire.WireError):
+            wire.decode_response(rf[:n], req)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -401,7 +401,7 @@ def test_mutated_frames_decode_or_raise_wire_error(
 ) -> None:
     """Set, insert or delete bytes anywhere: the decoder returns a core message or raises WireError."""
     req, resp = SAMPLE_EXCHANGES[which]
-    frame = bytearray(net.encode_response(resp, 1) if response else net.encode_request(req, 1))
+    frame = bytearray(wire.encode_response(resp, 1) if response else wire.encode_request(req, 1))
     for at, byte, op in edits:
         i = at % (len(frame) + 1)
         if op == "s" and i < len(frame):
@@ -411,8 +411,8 @@ def test_mutated_frames_decode_or_raise_wire_error(
         elif i < len(frame):
             del frame[i]
     try:
-        got = net.decode_response(bytes(frame), req)[1] if response else net.decode_request(bytes(frame))[1]
-    except net.WireError:
+        got = wire.decode_response(bytes(frame), req)[1] if response else wire.decode_request(bytes(frame))[1]
+    except wire.WireError:
         return
     assert type(got).__name__.startswith(type(req).__name__.removesuffix("Request"))
 
@@ -420,35 +420,35 @@ def test_mutated_frames_decode_or_raise_wire_error(
 def test_huge_array_count_is_rejected_before_kio() -> None:
     """A topics count of 2^31 in a 30-byte frame: kio's native reader would reserve for it."""
     frame = req_header(55, 2, 1) + b"\xff\xff\xff\xff\x07"
-    with pytest.raises(net.WireError, match="malformed"):
-        net.decode_request(frame)
+    with pytest.raises(wire.WireError, match="malformed"):
+        wire.decode_request(frame)
 
 
 def test_wrong_shape_is_rejected() -> None:
-    frame = net.encode_request(m.DescribeQuorumRequest(), 1)
-    with pytest.raises(net.WireError, match="expected topic __cluster_metadata"):
-        net.decode_request(frame.replace(b"__cluster_metadata", b"__cluster_metadatX"))
-    fetch = net.encode_request(m.FetchRequest(None, 2, 3, 10, 2, 500), 1)
-    with pytest.raises(net.WireError, match="expected topic"):
-        net.decode_request(fetch.replace(net.METADATA_TOPIC_ID.bytes, uuid.UUID(int=2).bytes))
-    with pytest.raises(net.WireError, match="not a quorum RPC"):
-        net.decode_request(struct.pack(">hhi", 1, 16, 1) + frame[8:])
-    with pytest.raises(net.WireError, match="no header"):
-        net.decode_request(b"\x00\x34")
+    frame = wire.encode_request(m.DescribeQuorumRequest(), 1)
+    with pytest.raises(wire.WireError, match="expected topic __cluster_metadata"):
+        wire.decode_request(frame.replace(b"__cluster_metadata", b"__cluster_metadatX"))
+    fetch = wire.encode_request(m.FetchRequest(None, 2, 3, 10, 2, 500), 1)
+    with pytest.raises(wire.WireError, match="expected topic"):
+        wire.decode_request(fetch.replace(wire.METADATA_TOPIC_ID.bytes, uuid.UUID(int=2).bytes))
+    with pytest.raises(wire.WireError, match="not a quorum RPC"):
+        wire.decode_request(struct.pack(">hhi", 1, 16, 1) + frame[8:])
+    with pytest.raises(wire.WireError, match="no header"):
+        wire.decode_request(b"\x00\x34")
 
 
 def test_unknown_tagged_field_is_ignored() -> None:
     """KIP-482: a tag this version does not know is skipped, not an error."""
     req = m.BeginQuorumEpochRequest("c", 2, 1, 3)
-    frame = net.encode_request(req, 1)
+    frame = wire.encode_request(req, 1)
     assert frame.endswith(b"\x00")
-    assert net.decode_request(frame[:-1] + b"\x01\x09\x02hi") == (1, req)
+    assert wire.decode_request(frame[:-1] + b"\x01\x09\x02hi") == (1, req)
 
 
 def _fetch_answer(records: bytes) -> bytes:
     resp = m.FetchResponse(0, 1, 3, 12, 0, (Entry(3, b"x"),), fetch_offset=10, last_fetched_epoch=2)
-    frame = net.encode_response(resp, 1)
-    good = net.encode_entries(resp.records, 10)
+    frame = wire.encode_response(resp, 1)
+    good = wire.encode_entries(resp.records, 10)
     assert len(records) == len(good)
     return frame.replace(good, records)
 
@@ -457,21 +457,21 @@ FETCH_REQ = m.FetchRequest("c", 2, 3, 10, 2, 500)
 
 
 def test_bad_batches_are_rejected() -> None:
-    good = net.encode_entries((Entry(3, b"x"),), 10)
+    good = wire.encode_entries((Entry(3, b"x"),), 10)
     bad_crc = good[:-1] + bytes([good[-1] ^ 1])
-    with pytest.raises(net.WireError, match="CRC"):
-        net.decode_response(_fetch_answer(bad_crc), FETCH_REQ)
-    wrong_base = net.encode_entries((Entry(3, b"x"),), 11)
-    with pytest.raises(net.WireError, match="expected 10"):
-        net.decode_response(_fetch_answer(wrong_base), FETCH_REQ)
+    with pytest.raises(wire.WireError, match="CRC"):
+        wire.decode_response(_fetch_answer(bad_crc), FETCH_REQ)
+    wrong_base = wire.encode_entries((Entry(3, b"x"),), 11)
+    with pytest.raises(wire.WireError, match="expected 10"):
+        wire.decode_response(_fetch_answer(wrong_base), FETCH_REQ)
     magic1 = bytearray(good)
     magic1[16] = 1
     magic1[17:21] = struct.pack(">I", crc32c.crc32c(bytes(magic1[21:])))
-    with pytest.raises(net.WireError, match="magic"):
-        net.decode_response(_fetch_answer(bytes(magic1)), FETCH_REQ)
+    with pytest.raises(wire.WireError, match="magic"):
+        wire.decode_response(_fetch_answer(bytes(magic1)), FETCH_REQ)
     null_value = encode_batch([(None, None, [], 0)], base_offset=10, leader_epoch=3)
-    with pytest.raises(net.WireError, match="no value"):
-        net.decode_entries(null_value, 10)
+    with pytest.raises(wire.WireError, match="no value"):
+        wire.decode_entries(null_value, 10)
 
 
 @settings(max_examples=300, deadline=None)
@@ -484,36 +484,36 @@ def test_mutated_batches_decode_or_raise_wire_error(
 ) -> None:
     """Corrupted record batches (header or records, CRC recomputed half the time so the records
     parser is reached) give entries or WireError, nothing else."""
-    raw = bytearray(net.encode_entries(entries, 5))
+    raw = bytearray(wire.encode_entries(entries, 5))
     for at, byte in edits:
         raw[at % len(raw)] = byte
     end = 12 + struct.unpack_from(">i", raw, 8)[0]  # the first batch's end, as its (maybe edited) header says
     if edits[0][1] % 2 and 61 <= end <= len(raw):
         raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:end])))
     try:
-        got = net.decode_entries(bytes(raw), 5)
-    except net.WireError:
+        got = wire.decode_entries(bytes(raw), 5)
+    except wire.WireError:
         return
     assert all(isinstance(e, Entry) for e in got)
 
 
 def test_trailing_partial_batch_is_ignored() -> None:
-    raw = net.encode_entries((Entry(3, b"x"), Entry(4, b"y")), 10)
-    first = net.encode_entries((Entry(3, b"x"),), 10)
-    assert net.decode_entries(raw[:-3], 10) == (Entry(3, b"x"),)
-    assert net.decode_entries(first + raw[len(first) : len(first) + 20], 10) == (Entry(3, b"x"),)
+    raw = wire.encode_entries((Entry(3, b"x"), Entry(4, b"y")), 10)
+    first = wire.encode_entries((Entry(3, b"x"),), 10)
+    assert wire.decode_entries(raw[:-3], 10) == (Entry(3, b"x"),)
+    assert wire.decode_entries(first + raw[len(first) : len(first) + 20], 10) == (Entry(3, b"x"),)
 
 
 def test_sized_prefix() -> None:
-    frame = net.encode_request(m.DescribeQuorumRequest(), 1)
-    assert net.sized(frame) == struct.pack(">i", len(frame)) + frame
+    frame = wire.encode_request(m.DescribeQuorumRequest(), 1)
+    assert wire.sized(frame) == struct.pack(">i", len(frame)) + frame
 
 
 # ---------------------------------------------------------------- the core over the wire
 
 
 def test_correlator_pairs_requests_and_responses() -> None:
-    a, b = net.Correlator(1), net.Correlator(2)
+    a, b = wire.Correlator(1), wire.Correlator(2)
     first = m.FetchRequest(None, 1, 3, 10, 2, 500)
     stale = a.request_frame(2, first)
     newer = m.FetchRequest(None, 1, 3, 12, 3, 500)
@@ -526,13 +526,13 @@ def test_correlator_pairs_requests_and_responses() -> None:
     assert a.response_message(2, frame) == m.Message(2, 1, answer)
     assert a.response_message(2, frame) is None  # answered already
     # the stale request's answer (its correlation id) is dropped, as Kafka's RaftClient drops it
-    late = net.encode_response(answer, struct.unpack_from(">i", stale, 4)[0])
+    late = wire.encode_response(answer, struct.unpack_from(">i", stale, 4)[0])
     assert a.response_message(2, late) is None
     # a broken connection fails what is in flight
     vote = m.VoteRequest(None, 4, 1, 3, 3, 13, False)
     a.request_frame(3, vote)
     assert a.failed(3) == [m.Message(3, 1, m.RequestFailed(vote))] and a.failed(3) == []
-    with pytest.raises(net.WireError):
+    with pytest.raises(wire.WireError):
         a.response_message(2, b"\x00")
 
 
@@ -560,15 +560,15 @@ class WireNode(RaftNode):
                 m.DescribeQuorumRequest,
             ),
         ):
-            got = net.decode_request(net.encode_request(body, corr))
+            got = wire.decode_request(wire.encode_request(body, corr))
         else:
-            got = net.decode_response(net.encode_response(body, corr), _request_for(body))  # type: ignore[arg-type]
+            got = wire.decode_response(wire.encode_response(body, corr), _request_for(body))  # type: ignore[arg-type]
         assert got == (corr, body)
         WireNode.seen[type(body).__name__] += 1
         return msg
 
 
-def _request_for(resp: net.CoreResponse) -> net.CoreRequest:
+def _request_for(resp: wire.CoreResponse) -> wire.CoreRequest:
     """A request the response could answer, carrying its echo fields."""
     match resp:
         case m.VoteResponse():

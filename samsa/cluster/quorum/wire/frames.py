@@ -1,4 +1,4 @@
-"""Wire mapping of the Raft core's messages (messages.py) to Kafka's KRaft RPC frames, via kio.
+"""The Raft core's messages (messages.py) to and from Kafka's KRaft RPC frames, via kio.
 
 One function pair per direction: `encode_request` / `decode_request` and `encode_response` /
 `decode_response`. Frames are a request or response header plus body, *without* the int32 size
@@ -23,16 +23,15 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-import crc32c
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from samsa.cluster.quorum import messages as m
-from samsa.cluster.quorum.log import Entry, OffsetAndEpoch
+from samsa.cluster.quorum.log import OffsetAndEpoch
+from samsa.cluster.quorum.wire.entries import decode_entries, encode_entries
+from samsa.cluster.quorum.wire.errors import WireError
 from samsa.protocol import request_guard
-from samsa.protocol.batch import CONTROL_BIT, HEADER_SIZE, read_header
 from samsa.protocol.codec import Chunks, build
-from samsa.protocol.records import decode_batch, encode_batch
 
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_PARTITION = 0
@@ -53,8 +52,6 @@ VERSIONS = {
 TOP_LEVEL_ERRORS = frozenset({m.INCONSISTENT_CLUSTER_ID})
 
 FETCH_MAX_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient.MAX_FETCH_SIZE_BYTES
-LEADER_CHANGE_KEY = struct.pack(">hh", 0, 2)  # control record key: version 0, type 2 (LeaderChange)
-
 _SIZE = struct.Struct(">i")
 _MS = datetime.timedelta(milliseconds=1)
 
@@ -67,11 +64,6 @@ CoreResponse = (
     | m.FetchSnapshotResponse
     | m.DescribeQuorumResponse
 )
-
-
-class WireError(ValueError):
-    """A frame that is not a well-formed KRaft RPC of the expected kind (Kafka closes the
-    connection or answers INVALID_REQUEST)."""
 
 
 def sized(frame: bytes) -> bytes:
@@ -132,74 +124,6 @@ def _encode(key: int, request: bool, header: dict[str, Any], body: dict[str, Any
     except (struct.error, ValueError, TypeError, OverflowError) as e:
         raise WireError(f"cannot encode api key {key}: {e}") from e
     return b"".join(out)
-
-
-# ---------------------------------------------------------------- records <-> entries
-
-
-def encode_entries(entries: Sequence[Entry], base_offset: int, timestamp_ms: int = 0) -> bytes:
-    """Entries from `base_offset` on as RecordBatch v2 batches (empty bytes for none)."""
-    out = bytearray()
-    i = 0
-    while i < len(entries):
-        first = entries[i]
-        j = i + 1
-        if not first.control:
-            while j < len(entries) and entries[j].epoch == first.epoch and not entries[j].control:
-                j += 1
-        group = entries[i:j]
-        key = LEADER_CHANGE_KEY if first.control else None
-        out += encode_batch(
-            [(key, e.data, [], timestamp_ms) for e in group],
-            base_offset=base_offset + i,
-            leader_epoch=first.epoch,
-            attributes_extra=CONTROL_BIT if first.control else 0,
-        )
-        i = j
-    return bytes(out)
-
-
-def decode_entries(records: bytes | None, base_offset: int) -> tuple[Entry, ...]:
-    """Entries of a Fetch response's `records`, which must start at `base_offset` and be contiguous.
-    A trailing partial batch is ignored (Kafka's readers do the same); a bad CRC, a magic other than
-    2, a gap or a record without a value raise WireError."""
-    if not records:
-        return ()
-    buf = bytes(records)
-    out: list[Entry] = []
-    pos = 0
-    expect = base_offset
-    while len(buf) - pos >= HEADER_SIZE:
-        try:
-            h = read_header(buf, pos)
-        except Exception as e:
-            raise WireError(f"unreadable batch header at byte {pos}: {e}") from e
-        if h.batch_length < HEADER_SIZE - 12:
-            raise WireError(f"batch at byte {pos} declares length {h.batch_length}")
-        if pos + h.size > len(buf):
-            break
-        if h.magic != 2:
-            raise WireError(f"batch at byte {pos} has magic {h.magic}, not 2")
-        if crc32c.crc32c(memoryview(buf)[pos + 21 : pos + h.size]) != h.crc:
-            raise WireError(f"batch at byte {pos} fails its CRC")
-        if h.base_offset != expect:
-            raise WireError(f"batch at byte {pos} starts at offset {h.base_offset}, expected {expect}")
-        try:
-            recs = decode_batch(buf, pos)
-        except Exception as e:
-            raise WireError(f"undecodable records in batch at byte {pos}: {e}") from e
-        if len(recs) != h.records_count or h.last_offset_delta != len(recs) - 1:
-            raise WireError(f"batch at byte {pos} does not hold {h.records_count} contiguous records")
-        control = bool(h.attributes & CONTROL_BIT)
-        for r in recs:
-            if r.offset != expect:
-                raise WireError(f"record offset {r.offset}, expected {expect}")
-            if r.value is None:
-                raise WireError(f"record at offset {r.offset} has no value")
-            out.append(Entry(h.leader_epoch, bytes(r.value), control))
-            expect += 1
-        pos += h.size
-    return tuple(out)
 
 
 # ---------------------------------------------------------------- requests
@@ -550,7 +474,7 @@ def decode_response(frame: bytes, request: CoreRequest) -> tuple[int, CoreRespon
     corr = int(header.correlation_id)
     top = int(b.error_code)
     if top != m.NONE and key != DESCRIBE_QUORUM:
-        return corr, _top_level_error(request, top)
+        return corr, top_level_error(request, top)
     if isinstance(request, m.VoteRequest):
         p = _one_partition(b.topics, "topic_name", METADATA_TOPIC, "partition_index")
         return corr, m.VoteResponse(
@@ -613,7 +537,7 @@ def decode_response(frame: bytes, request: CoreRequest) -> tuple[int, CoreRespon
     )
 
 
-def _top_level_error(request: CoreRequest, code: int) -> CoreResponse:
+def top_level_error(request: CoreRequest, code: int) -> CoreResponse:
     """What a top-level error (no partition data) reads as: no leader known."""
     if isinstance(request, m.VoteRequest):
         return m.VoteResponse(code, *_NO_LEADER, False, request.pre_vote)
@@ -633,87 +557,3 @@ def _top_level_error(request: CoreRequest, code: int) -> CoreResponse:
     if isinstance(request, m.FetchSnapshotRequest):
         return m.FetchSnapshotResponse(code, *_NO_LEADER, request.snapshot_id, -1, -1)
     return m.DescribeQuorumResponse(code, *_NO_LEADER, -1)
-
-
-class Correlator:
-    """One node's RPC bookkeeping on the wire, as a transport needs it.
-
-    Outgoing requests get correlation ids; the one in flight per (peer, api key) is remembered so
-    its response can be decoded (the core's echo fields come from it). A newer request to the same
-    peer and kind replaces the older one, whose late answer is then dropped, as Kafka's RaftClient
-    does. Incoming requests are remembered per (peer, api key) until the core answers them. Both
-    maps hold at most one entry per peer and api key.
-    """
-
-    def __init__(self, node_id: int) -> None:
-        self.node_id = node_id
-        self._next = 0
-        self._sent: dict[int, tuple[int, CoreRequest]] = {}  # correlation id -> (peer, request)
-        self._slot: dict[tuple[int, int], int] = {}  # (peer, api key) -> correlation id in flight
-        self._received: dict[tuple[int, int], int] = {}  # (peer, api key) -> id to answer with
-
-    def request_frame(self, dst: int, req: CoreRequest) -> bytes:
-        """The frame to send `req` to `dst` with."""
-        self._next = (self._next + 1) & 0x7FFFFFFF
-        key = api_key_of(req)
-        old = self._slot.pop((dst, key), None)
-        if old is not None:
-            self._sent.pop(old, None)
-        self._slot[(dst, key)] = self._next
-        self._sent[self._next] = (dst, req)
-        return encode_request(req, self._next, client_id=f"raft-{self.node_id}")
-
-    def response_message(self, src: int, frame: bytes) -> m.Message | None:
-        """The core message for a response frame from `src`; None when it answers no request in
-        flight (a late answer to a replaced request). Raises WireError if it is malformed."""
-        if len(frame) < 4:
-            raise WireError(f"response frame of {len(frame)} bytes has no header")
-        (corr,) = _SIZE.unpack_from(frame, 0)
-        sent = self._sent.get(corr)
-        if sent is None or sent[0] != src:
-            return None
-        _, req = sent
-        _, resp = decode_response(frame, req)
-        del self._sent[corr]
-        self._slot.pop((src, api_key_of(req)), None)
-        return m.Message(src, self.node_id, resp)  # type: ignore[arg-type]
-
-    def request_message(self, src: int, frame: bytes) -> m.Message:
-        """The core message for a request frame from `src`. Raises WireError if it is malformed."""
-        corr, req = decode_request(frame)
-        self._received[(src, api_key_of(req))] = corr
-        return m.Message(src, self.node_id, req)  # type: ignore[arg-type]
-
-    def response_frame(self, dst: int, resp: CoreResponse) -> bytes | None:
-        """The frame answering `dst`'s request with `resp`; None if no request of that kind from
-        `dst` awaits an answer (it was answered already)."""
-        corr = self._received.pop((dst, api_key_of(resp)), None)
-        return None if corr is None else encode_response(resp, corr)
-
-    def failed(self, dst: int) -> list[m.Message]:
-        """The connection to `dst` broke: a RequestFailed for each request in flight to it."""
-        out = []
-        for (peer, key), corr in list(self._slot.items()):
-            if peer == dst:
-                del self._slot[(peer, key)]
-                _, req = self._sent.pop(corr)
-                if not isinstance(req, m.DescribeQuorumRequest):
-                    out.append(m.Message(dst, self.node_id, m.RequestFailed(req)))
-        return out
-
-
-__all__ = [
-    "Correlator",
-    "METADATA_TOPIC",
-    "METADATA_TOPIC_ID",
-    "VERSIONS",
-    "WireError",
-    "api_key_of",
-    "decode_entries",
-    "decode_request",
-    "decode_response",
-    "encode_entries",
-    "encode_request",
-    "encode_response",
-    "sized",
-]
