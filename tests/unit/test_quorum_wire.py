@@ -3,7 +3,9 @@ checked by hand against Kafka's message specs, and malformed frames (truncated, 
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import random
 import struct
 import uuid
 from collections.abc import Sequence
@@ -15,9 +17,11 @@ from hypothesis import strategies as st
 
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum import wire
-from samsa.cluster.quorum.log import Entry, OffsetAndEpoch
+from samsa.cluster.quorum.config import QuorumConfig
+from samsa.cluster.quorum.log import Entry, MemoryLog, OffsetAndEpoch
 from samsa.cluster.quorum.node import Output, RaftNode
 from samsa.cluster.quorum.sim import Simulation
+from samsa.cluster.quorum.wire.transport import QuorumPeer
 from samsa.protocol.records import encode_batch
 
 I32 = st.integers(-(2**31), 2**31 - 1)
@@ -602,3 +606,73 @@ def test_simulated_quorums_run_unchanged_over_the_wire() -> None:
         "FetchSnapshotResponse",
     }
     assert kinds <= set(WireNode.seen), WireNode.seen
+
+
+# ---------------------------------------------------------------- over TCP (the transport sketch)
+
+
+async def _tcp_quorum(n: int) -> tuple[list[QuorumPeer], list[MemoryLog]]:
+    config = QuorumConfig(
+        election_timeout_ms=300,
+        fetch_timeout_ms=600,
+        election_backoff_max_ms=300,
+        request_timeout_ms=600,
+        fetch_max_wait_ms=100,
+    )
+    ids = list(range(1, n + 1))
+    logs = [MemoryLog() for _ in ids]
+    now = int(asyncio.get_running_loop().time() * 1000)
+    peers: dict[int, tuple[str, int]] = {}
+    quorum = []
+    for i, log in zip(ids, logs, strict=True):
+        node = RaftNode(i, ids, config, None, log, random.Random(i), now)
+        quorum.append(QuorumPeer(node, peers, lambda record: None, log.flush))
+    for i, peer in zip(ids, quorum, strict=True):
+        peers[i] = ("127.0.0.1", await peer.listen("127.0.0.1", 0))
+    for peer in quorum:
+        peer.run()
+    return quorum, logs
+
+
+async def _committed_everywhere(quorum: list[QuorumPeer], value: bytes, rounds: int = 1200) -> bool:
+    """Propose `value` to whoever leads until every node's high watermark passes it (bounded: at
+    most `rounds` polls; a proposal lost to a leader change is proposed again)."""
+    proposed: tuple[RaftNode, int] | None = None
+    for _ in range(rounds):
+        await asyncio.sleep(0.05)
+        leader = next((p.node for p in quorum if p.node.role == "leader"), None)
+        if proposed is None and leader is not None:
+            proposed = (leader, leader.propose([value]))
+        if proposed is None:
+            continue
+        node, offset = proposed
+        if all(p.node.high_watermark > offset for p in quorum):
+            if quorum[0].node.log.read(offset, 1)[0].data == value:
+                return True
+            proposed = None  # a later leader's entry took the offset
+        elif node.role != "leader":
+            proposed = None
+    return False
+
+
+def test_three_nodes_elect_and_commit_over_tcp() -> None:
+    """Three RaftNodes on 127.0.0.1, every RPC through the wire mapping: a leader is elected, a
+    proposal commits on all of them, and a garbage frame closes only its own connection."""
+
+    async def scenario() -> None:
+        quorum, logs = await _tcp_quorum(3)
+        try:
+            assert await _committed_everywhere(quorum, b"first")
+            host, port = quorum[0].peers[1]
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(struct.pack(">i", 12) + struct.pack(">hhi", 52, 2, 1) + b"\xff\xff\xff\xff")
+            assert await asyncio.wait_for(reader.read(1), 10) == b""  # closed by the peer
+            writer.close()
+            assert quorum[0].rejected == 1
+            assert await _committed_everywhere(quorum, b"second")
+            assert all(any(e.data == b"second" for e in log.read(0, 1000)) for log in logs)
+        finally:
+            for peer in quorum:
+                await peer.stop()
+
+    asyncio.run(scenario())
