@@ -242,7 +242,7 @@ class KafkaConnection(asyncio.Protocol):
         rng = apis.SUPPORTED.get(key)
         if rng is None or not rng[0] <= version <= rng[1]:
             if key == apis.API_VERSIONS:
-                self._respond_now(unsupported_api_versions(corr))
+                self._respond_in_order(unsupported_api_versions(corr))
                 return
             log.info("closing connection: unsupported api key %d version %d", key, version)
             self.close()
@@ -273,12 +273,16 @@ class KafkaConnection(asyncio.Protocol):
         else:
             chunks = result if isinstance(result, list) else \
                 encode_response(key, version, corr, result)
-            if self.pending:
-                done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-                done.set_result(chunks)
-                self._enqueue(done)
-            else:
-                self._respond_now(chunks)
+            self._respond_in_order(chunks)
+
+    def _respond_in_order(self, chunks: Response) -> None:
+        """Answer now, or behind the earlier requests still in flight (order is the protocol)."""
+        if self.pending:
+            done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+            done.set_result(chunks)
+            self._enqueue(done)
+        else:
+            self._respond_now(chunks)
 
     def _uncount(self, _f: object) -> None:
         self.counted -= 1
