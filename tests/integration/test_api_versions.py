@@ -136,3 +136,18 @@ def test_produce_v0_is_listed_but_refused(samsa_broker: SamsaBroker) -> None:
         assert w.is_closed()
     finally:
         w.close()
+
+
+def test_feature_flags_say_what_samsa_implements(samsa_broker: SamsaBroker) -> None:
+    """ApiVersions v3+ (KIP-584): group.version 1 (KIP-848 groups are served) and
+    transaction.version 0 (no transactions v2), so clients pick the protocols Samsa speaks."""
+    w = Wire(samsa_broker.bootstrap)
+    try:
+        resp = w.request(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    finally:
+        w.close()
+    supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
+    finalized = {f.name: (f.min_version_level, f.max_version_level)
+                 for f in resp.finalized_features}
+    assert supported == {"group.version": (0, 1), "transaction.version": (0, 0)}
+    assert finalized == {"group.version": (1, 1), "transaction.version": (0, 0)}

@@ -17,8 +17,21 @@ _API_KEYS = [{"api_key": k, "min_version": lo, "max_version": hi}
              for k, (lo, hi) in sorted(apis.ADVERTISED.items())]
 
 
+# Feature flags (ApiVersions v3+, KIP-584) as Samsa implements them: the KIP-848 consumer group
+# protocol (group.version 1) is served; transactions v2 (transaction.version 2, KIP-890 part 2) is
+# not, so clients keep to the v1 transaction flow. metadata.version and kraft.version are not
+# reported: Samsa's metadata log is not KRaft's (docs/compatibility.md).
+_SUPPORTED_FEATURES = ({"name": "group.version", "min_version": 0, "max_version": 1},
+                       {"name": "transaction.version", "min_version": 0, "max_version": 0})
+_FINALIZED_FEATURES = ({"name": "group.version", "min_version_level": 1, "max_version_level": 1},
+                       {"name": "transaction.version", "min_version_level": 0,
+                        "max_version_level": 0})
+
+
 def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    return {"error_code": 0, "api_keys": _API_KEYS, "throttle_time": 0}
+    return {"error_code": 0, "api_keys": _API_KEYS, "throttle_time": 0,
+            "supported_features": _SUPPORTED_FEATURES, "finalized_features_epoch": 0,
+            "finalized_features": _FINALIZED_FEATURES}
 
 
 def _brokers(broker: Broker) -> list[dict[str, Any]]:
