@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from samsa.broker.broker import Broker
 from samsa.config import BrokerConfig
@@ -32,10 +33,11 @@ def _wait_until(loop: asyncio.AbstractEventLoop, fn, what: str) -> None:  # type
     raise AssertionError(f"never: {what}")
 
 
-def test_parked_fetches_end_when_their_connection_closes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])  # the broker runs on uvloop
+def test_parked_fetches_end_when_their_connection_closes(tmp_path: Path, loop_name: str) -> None:
     port = free_port()
     config = BrokerConfig({"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(tmp_path)})
-    loop = asyncio.new_event_loop()
+    loop = uvloop.new_event_loop() if loop_name == "uvloop" else asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     broker = Broker(config)
