@@ -27,7 +27,7 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -305,22 +305,24 @@ def _entity(cls: type) -> Reader:
 
 
 @cache
-def frame_checker(key: int, version: int) -> Reader:
-    """The walker for a whole request frame (header, then body) of this API version."""
-    req = load_request_schema(key, version)
-    header = _entity(req.__header_schema__)  # type: ignore[arg-type]
-    body = _entity(req)
+def frame_checker(key: int, version: int, response: bool = False) -> Reader:
+    """The walker for a whole frame (header, then body) of this API version: a request frame, or
+    with response=True a response frame (a peer's answer, e.g. between KRaft controllers)."""
+    cls = (load_response_schema if response else load_request_schema)(key, version)
+    header = _entity(cls.__header_schema__)  # type: ignore[arg-type]
+    body = _entity(cls)
 
     def read(w: _Walk, pos: int, end: int) -> int:
         return body(w, header(w, pos, end), end)
     return read
 
 
-def check_frame(key: int, version: int, frame: bytes) -> bytes:
-    """Validate a request frame (without its length prefix) against its schema. Returns the frame
-    to decode: the same object, or a copy without unknown tagged fields. Raises MalformedRequest."""
+def check_frame(key: int, version: int, frame: bytes, response: bool = False) -> bytes:
+    """Validate a request frame (or with response=True a response frame), without its length
+    prefix, against its schema. Returns the frame to decode: the same object, or a copy without
+    unknown tagged fields. Raises MalformedRequest."""
     w = _Walk(frame)
-    frame_checker(key, version)(w, 0, w.end)
+    frame_checker(key, version, response)(w, 0, w.end)
     if not w.cuts:
         return frame
     out = bytearray()
