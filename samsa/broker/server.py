@@ -23,6 +23,7 @@ Every slice is released once written or dropped (closed connection, failed reque
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import struct
@@ -133,6 +134,8 @@ class KafkaConnection(asyncio.Protocol):
         self.fetch_sessions: dict[int, Any] = {}
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
+        # Fetch handlers in flight (their coroutines): stopped when the connection goes
+        self.fetches: dict[asyncio.Future[Response | None], Any] = {}
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -165,6 +168,14 @@ class KafkaConnection(asyncio.Protocol):
         for fut in self.pending:
             fut.add_done_callback(_release_result)
         self.pending.clear()
+        # ...except a Fetch parked waiting for data: nothing will read its answer, and on an idle
+        # partition it would otherwise hold its task until max_wait ends (a client that parks
+        # fetches and reconnects would pile them up). A fetch not yet started finds the
+        # connection closed and returns at once.
+        fetches, self.fetches = self.fetches, {}
+        for fut, coro in fetches.items():
+            if inspect.getcoroutinestate(coro) == inspect.CORO_SUSPENDED:
+                fut.cancel()
         self._drop_outbox()
         self.buf = bytearray()
 
@@ -242,7 +253,7 @@ class KafkaConnection(asyncio.Protocol):
         rng = apis.SUPPORTED.get(key)
         if rng is None or not rng[0] <= version <= rng[1]:
             if key == apis.API_VERSIONS:
-                self._respond_now(unsupported_api_versions(corr))
+                self._respond_in_order(unsupported_api_versions(corr))
                 return
             log.info("closing connection: unsupported api key %d version %d", key, version)
             self.close()
@@ -263,6 +274,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(result, Awaitable):
             fut = asyncio.ensure_future(self._finish(ctx, result))
+            if key == apis.FETCH and inspect.iscoroutine(result):
+                self.fetches[fut] = result
+                fut.add_done_callback(self._fetch_done)
             if key not in _PARKED_APIS:
                 self.limits.in_flight += 1
                 self.counted += 1
@@ -273,12 +287,19 @@ class KafkaConnection(asyncio.Protocol):
         else:
             chunks = result if isinstance(result, list) else \
                 encode_response(key, version, corr, result)
-            if self.pending:
-                done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
-                done.set_result(chunks)
-                self._enqueue(done)
-            else:
-                self._respond_now(chunks)
+            self._respond_in_order(chunks)
+
+    def _respond_in_order(self, chunks: Response) -> None:
+        """Answer now, or behind the earlier requests still in flight (order is the protocol)."""
+        if self.pending:
+            done: asyncio.Future[Response | None] = asyncio.get_running_loop().create_future()
+            done.set_result(chunks)
+            self._enqueue(done)
+        else:
+            self._respond_now(chunks)
+
+    def _fetch_done(self, fut: asyncio.Future[Response | None]) -> None:
+        self.fetches.pop(fut, None)
 
     def _uncount(self, _f: object) -> None:
         self.counted -= 1

@@ -10,7 +10,9 @@ apply the same ones, and Kafka closes the connection when a request does not par
   needs at least n bytes; a primitive array n times its element size);
 - null only where the schema says nullable (arrays, strings, bytes, structs);
 - strings at most 32,767 bytes (Kafka's limit for every string field, compact ones included);
-- varints terminate within 5 bytes (they are 32-bit).
+- varints terminate within 5 bytes (they are 32-bit);
+- a known tagged field's value fills exactly the size its tag declares (kio reads the value and
+  ignores the size, so any other size would desynchronise the walk from the decoder).
 
 Unknown tagged fields are accepted and removed from the frame handed to kio (their bytes are skipped,
 the tag count rewritten). A walker is compiled once per (api key, version) from kio's dataclasses; it
@@ -241,9 +243,15 @@ def _tagged_section(known: dict[int, Reader]) -> Reader:
             else:
                 w.tag_depth += 1
                 try:
-                    reader(w, pos, stop)
+                    used = reader(w, pos, stop)
                 finally:
                     w.tag_depth -= 1
+                # kio reads a known tag's value and ignores the declared size (as Kafka's
+                # generated readers do): a size that is not the value's would make it read on
+                # from bytes this walk skipped
+                if used != stop:
+                    raise MalformedRequest(f"tagged field {tag} declares {size} bytes, "
+                                           f"its value has {used - pos}")
             pos = stop
         if unknown:
             if w.tag_depth:
