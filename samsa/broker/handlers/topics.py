@@ -19,6 +19,18 @@ if TYPE_CHECKING:
     from samsa.broker.server import RequestContext
 
 
+def _refused_whole(r: dict[str, Any], too_large: bool, duplicate: bool) -> bool:
+    """Kafka's request-level refusals, checked before anything else for each topic: the request
+    adds too many partitions in all (POLICY_VIOLATION), or names this topic twice."""
+    if too_large:
+        r["error_code"], r["error_message"] = Err.POLICY_VIOLATION, EXCESSIVE
+    elif duplicate:
+        r["error_code"], r["error_message"] = Err.INVALID_REQUEST, "Duplicate topic name."
+    else:
+        return False
+    return True
+
+
 def _duplicates(keys: list[Any]) -> set[Any]:
     return {k for k, n in Counter(keys).items() if n > 1}
 
@@ -44,11 +56,7 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
                              "error_message": None, "num_partitions": -1,
                              "replication_factor": -1, "configs": None}
         results.append(r)
-        if too_large:
-            r["error_code"], r["error_message"] = Err.POLICY_VIOLATION, EXCESSIVE
-            continue
-        if t.name in dups:
-            r["error_code"], r["error_message"] = Err.INVALID_REQUEST, "Duplicate topic name."
+        if _refused_whole(r, too_large, t.name in dups):
             continue
         configs = {c.name: c.value for c in (t.configs or ())}
         partitions, replication = t.num_partitions, t.replication_factor
@@ -135,11 +143,7 @@ async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> di
     for t in topics:
         r: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         results.append(r)
-        if too_large:
-            r["error_code"], r["error_message"] = Err.POLICY_VIOLATION, EXCESSIVE
-            continue
-        if t.name in dups:
-            r["error_code"], r["error_message"] = Err.INVALID_REQUEST, "Duplicate topic name."
+        if _refused_whole(r, too_large, t.name in dups):
             continue
         assignments = None if t.assignments is None else [a.broker_ids for a in t.assignments]
         try:
