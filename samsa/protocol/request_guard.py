@@ -12,7 +12,9 @@ apply the same ones, and Kafka closes the connection when a request does not par
 - strings at most 32,767 bytes (Kafka's limit for every string field, compact ones included);
 - varints terminate within 5 bytes (they are 32-bit);
 - a known tagged field's value fills exactly the size its tag declares (kio reads the value and
-  ignores the size, so any other size would desynchronise the walk from the decoder).
+  ignores the size, so any other size would desynchronise the walk from the decoder);
+- at most MAX_ELEMENTS array elements in the whole request (Samsa's bound on the work and memory a
+  valid-looking frame can cost; Kafka has none).
 
 Unknown tagged fields are accepted and removed from the frame handed to kio (their bytes are skipped,
 the tag count rewritten). A walker is compiled once per (api key, version) from kio's dataclasses; it
@@ -40,6 +42,11 @@ from kio.serial._introspect import (
 from .varint import uvarint
 
 MAX_STRING = 0x7FFF
+# Array elements one request may hold in all. A frame within socket.request.max.bytes can still
+# claim ~50 million one-byte elements: walking them would hold the event loop for a minute and
+# decoding them would build as many Python objects. No client request comes near this (a Produce
+# or OffsetCommit for thousands of partitions holds a few thousand elements).
+MAX_ELEMENTS = 200_000
 
 _FIXED_SIZE = {
     "int8": 1, "uint8": 1, "bool": 1,
@@ -60,11 +67,12 @@ class MalformedRequest(ValueError):
 class _Walk:
     """State of one frame walk: the buffer and the unknown tagged fields to cut out."""
 
-    __slots__ = ("buf", "end", "cuts", "tag_depth")
+    __slots__ = ("buf", "end", "cuts", "tag_depth", "elements")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.end = len(buf)
+        self.elements = 0  # array elements seen so far (bounded by MAX_ELEMENTS)
         # (start, end, replacement) edits for unknown tagged fields
         self.cuts: list[tuple[int, int, bytes]] = []
         self.tag_depth = 0
@@ -171,6 +179,9 @@ def _array(name: str, flexible: bool, nullable: bool, element: Reader, element_s
         if count * element_size > end - pos:
             raise MalformedRequest(f"array {name} claims {count} elements, "
                                    f"{end - pos} bytes left")
+        w.elements += count
+        if w.elements > MAX_ELEMENTS:
+            raise MalformedRequest(f"request holds more than {MAX_ELEMENTS} array elements")
         if element_size and element is _NOOP:
             return pos + count * element_size
         for _ in range(count):

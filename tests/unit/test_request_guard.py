@@ -155,3 +155,21 @@ def test_client_id_with_invalid_utf8_is_repaired_not_refused() -> None:
     mutated = frame.replace(b"\x00\x05" + good, b"\x00\x04" + bad, 1)
     header, _ = decode_request(18, 3, mutated)
     assert header.client_id == "\ufffd\ufffd\ufffd("
+
+
+def test_a_frame_of_too_many_array_elements_is_refused_before_decoding() -> None:
+    """A 600 KB DeleteTopics v1 frame naming 300,000 empty topic names is valid by every length,
+    but would cost the broker 300,000 walk steps and Python objects: refused. 150,000 pass."""
+    import struct
+
+    from samsa.protocol.request_guard import MAX_ELEMENTS
+
+    def delete_topics(n: int) -> bytes:
+        hdr = struct.pack(">hhih", 20, 1, 1, 1) + b"c"
+        return hdr + struct.pack(">i", n) + b"\x00\x00" * n + struct.pack(">i", 1000)
+
+    assert MAX_ELEMENTS < 300_000
+    with pytest.raises(MalformedRequest, match="array elements"):
+        check_frame(20, 1, delete_topics(300_000))
+    ok = delete_topics(150_000)
+    assert check_frame(20, 1, ok) is ok
