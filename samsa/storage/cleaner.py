@@ -47,7 +47,7 @@ from .cleaner_job import (
     SegInfo,
     Stats,
 )
-from .log import CLEANED, PartitionLog, fsync_dir
+from .log import CLEANED, PartitionLog
 from .segment import segment_name
 
 CHECKPOINT = "cleaner-offset-checkpoint"
@@ -460,9 +460,9 @@ class LogCleaner:
                 run.segments_in += len(old)
                 run.segments_out += 1
                 if self.config.mode == "inline":
-                    fsync_dir(lg.dir)
+                    fsio.fsync_dir(lg.dir)
                 else:
-                    await asyncio.to_thread(fsync_dir, lg.dir)
+                    await asyncio.to_thread(fsio.fsync_dir, lg.dir)
             if not gone():
                 if prep.end_offset > tc.first_dirty:
                     progress = True

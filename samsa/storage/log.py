@@ -43,10 +43,6 @@ def swap_name(first_base: int, next_base: int) -> str:
     return f"{segment_name(first_base)}.{segment_name(next_base)}{SWAP}"
 
 
-def fsync_dir(directory: Path) -> None:
-    fsio.fsync_dir(directory)
-
-
 def _segment_files(directory: Path) -> list[tuple[int, Path]]:
     out = []
     for p in directory.iterdir():
