@@ -31,18 +31,8 @@ from kio.serial._introspect import (
 from kio.serial._serialize import get_writer
 
 from samsa.protocol.codec import Chunks, build
+from samsa.protocol.records import _uvarint_at as read_uvarint
 from samsa.protocol.varint import uvarint
-
-
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = v = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return v, pos
-        shift += 7
 
 
 @dataclass
