@@ -233,37 +233,6 @@ def scan_records(payload: bytes, count: int) -> list[RawRecord]:
     return out
 
 
-def keyless_records(batch: bytes | memoryview) -> list[int]:
-    """Indexes of the records without a key (compacted topics reject them, as Kafka does). Runs
-    on the produce path of compacted topics, so it only skips varints up to each key length, whose
-    zigzag sign (null key) is the low bit of its first byte."""
-    h = read_header(batch)
-    pl = codecs.decompress(h.compression, memoryview(batch)[HEADER_SIZE : h.size])
-    out = []
-    p = 0
-    for i in range(h.records_count):
-        b = pl[p]
-        if b < 0x80:
-            n = b
-            p += 1
-        else:
-            n, p = _uvarint_at(pl, p)
-        end = p + (n >> 1)
-        p += 1  # attributes
-        while pl[p] & 0x80:  # timestamp delta
-            p += 1
-        p += 1
-        while pl[p] & 0x80:  # offset delta
-            p += 1
-        p += 1
-        if pl[p] & 1:
-            out.append(i)
-        p = end
-    if p != len(pl):
-        raise ValueError("records do not fill their batch")
-    return out
-
-
 def iter_batches(buf: bytes | memoryview) -> list[tuple[int, int]]:
     """(position, size) of each complete batch in buf."""
     out = []
@@ -280,7 +249,7 @@ def iter_batches(buf: bytes | memoryview) -> list[tuple[int, int]]:
 
 
 __all__ = ["ATTR_OFFSET", "Record", "decode_batch", "encode_batch", "encode_raw_batch", "iter_batches",
-           "keyless_records", "scan_records"]
+           "scan_records"]
 
 
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1

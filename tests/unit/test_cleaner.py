@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from samsa.protocol import codecs
 from samsa.protocol.batch import HEADER_SIZE, read_header
-from samsa.protocol.records import decode_batch, encode_batch, iter_batches, keyless_records
+from samsa.protocol.recordcheck import validate_records
+from samsa.protocol.records import decode_batch, encode_batch, iter_batches
 from samsa.storage import log as log_mod
 from samsa.storage.cleaner import CHECKPOINT, CleanerConfig, LogCleaner
 from samsa.storage.cleaner_job import DELETE_HORIZON_BIT
@@ -225,7 +226,8 @@ def test_tombstone_gets_delete_horizon_then_goes(tmp_path: Path) -> None:
 def test_keyless_records_are_dropped_and_detected(tmp_path: Path) -> None:
     raw = encode_batch([(b"k", b"v", [], T0), (None, b"v", [], T0), (None, None, [], T0)],
                        compression=codecs.LZ4)
-    assert keyless_records(raw) == [1, 2]
+    assert validate_records(raw, read_header(raw), max_message_bytes=1 << 20,
+                            want_keyless=True) == [1, 2]
     lg = open_log(tmp_path)
     put(lg, [(b"k", b"v"), (None, b"x")])
     put(lg, [(b"j", b"v")])
