@@ -35,11 +35,13 @@ def request_total_too_large(counts: Iterable[int]) -> bool:
     return False
 
 
-def check_broker_budget(have: int, adding: int, cap: int) -> None:
-    """POLICY_VIOLATION when `adding` partitions would take this broker over max.broker.partitions."""
+def check_broker_budget(have: int, adding: int, cap: int, broker: int | None = None) -> None:
+    """POLICY_VIOLATION when `adding` partitions would take a broker (this one, or `broker`) over
+    max.broker.partitions."""
     if have + adding > cap:
+        who = "this broker" if broker is None else f"broker {broker}"
         raise ControllerError(Err.POLICY_VIOLATION,
-                              f"Adding {adding} partition(s) would bring this broker to "
+                              f"Adding {adding} partition(s) would bring {who} to "
                               f"{have + adding} partitions, over max.broker.partitions={cap} "
                               f"(it has {have}).")
 

@@ -1,10 +1,10 @@
-"""The controller: validates and applies topic, partition and config changes by writing metadata
-records, then makes the log manager match the image. Single node: this broker is the controller."""
+"""Today's single-node controller: validates and applies topic, partition and config changes by
+writing JSON metadata records (metadata/legacy.py), then makes the log manager match the image.
+Replaced by `quorum.QuorumController` once the broker runs on the KRaft quorum."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import Sequence
 
@@ -19,26 +19,13 @@ from samsa.protocol.errors import Err
 from samsa.storage.log import LogConfig
 from samsa.storage.manager import LogManager
 
-from .limits import ControllerError, check_broker_budget, check_replica_list
-from .metadata import MetadataImage, MetadataLog
+from ..limits import ControllerError, check_broker_budget, check_replica_list
+from ..metadata import MetadataImage, MetadataLog
+from .validation import collision_key, validate_topic_name
 
 __all__ = ["Controller", "ControllerError", "validate_topic_name"]
 
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_LEN = 249
 PRODUCER_ID_BLOCK = 1000
-
-
-def validate_topic_name(name: str) -> None:
-    if not name or name in (".", ".."):
-        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal")
-    if len(name) > MAX_TOPIC_LEN:
-        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
-                              f"Topic name is longer than {MAX_TOPIC_LEN} characters")
-    if not _LEGAL.match(name):
-        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
-                              f"Topic name {name!r} is illegal, it contains a character other than "
-                              "ASCII alphanumerics, '.', '_' and '-'")
 
 
 class Controller:
@@ -94,9 +81,9 @@ class Controller:
         validate_topic_name(name)
         if name in self.image.topics:
             raise ControllerError(Err.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        collide = _collision_key(name)
+        collide = collision_key(name)
         for other in self.image.topics:
-            if _collision_key(other) == collide:
+            if collision_key(other) == collide:
                 raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
                                       f"Topic '{name}' collides with existing topic: {other}")
         try:
@@ -225,11 +212,6 @@ class Controller:
         pid = self._pid_next
         self._pid_next += 1
         return pid
-
-
-def _collision_key(name: str) -> str:
-    """Kafka refuses topics whose names differ only by '.' versus '_' (they share metric names)."""
-    return name.replace(".", "_")
 
 
 def _new_cluster_id() -> str:

@@ -1,0 +1,53 @@
+"""Checks shared by the single-node and the quorum controller: topic names and configs, with
+Kafka's error codes and messages."""
+
+from __future__ import annotations
+
+import re
+
+from samsa.config import TOPIC_CONFIGS, ConfigError, validate_broker_configs, validate_topic_configs
+from samsa.protocol.errors import Err
+
+from ..limits import ControllerError
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_TOPIC_LEN = 249
+
+
+def validate_topic_name(name: str) -> None:
+    if not name or name in (".", ".."):
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal")
+    if len(name) > MAX_TOPIC_LEN:
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
+                              f"Topic name is longer than {MAX_TOPIC_LEN} characters")
+    if not _LEGAL.match(name):
+        raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
+                              f"Topic name {name!r} is illegal, it contains a character other than "
+                              "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def collision_key(name: str) -> str:
+    """Kafka refuses topics whose names differ only by '.' versus '_' (they share metric names)."""
+    return name.replace(".", "_")
+
+
+def check_topic_configs(configs: dict[str, str | None]) -> None:
+    """INVALID_CONFIG for an unknown topic config or a bad value."""
+    try:
+        validate_topic_configs(configs)
+    except ConfigError as e:
+        raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
+
+
+def check_dynamic_broker_configs(changes: dict[str, str | None]) -> None:
+    """Only the log.* synonyms of topic configs are dynamic broker settings in Samsa."""
+    by_syn = {d.broker_synonym for d in TOPIC_CONFIGS.values() if d.broker_synonym}
+    for k, v in changes.items():
+        if k not in by_syn:
+            raise ControllerError(Err.INVALID_CONFIG,
+                                  f"Cannot update broker config {k} dynamically")
+        if v is not None:
+            try:
+                validate_broker_configs({k: v})
+            except ConfigError as e:
+                raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
