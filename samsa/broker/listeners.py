@@ -196,3 +196,33 @@ def inter_broker_listener(config: BrokerConfig) -> Listener:
         if x.name == name:
             return x
     raise ConfigError(f"inter.broker.listener.name {name} is not an advertised listener")
+
+
+def validate_node(config: BrokerConfig) -> tuple[list[Listener], list[Listener]]:
+    """Kafka's start-up checks of a node's roles against the quorum configuration, then its
+    listeners (listeners_for); returns what listeners_for returns."""
+    from samsa.cluster.quorum.config import QuorumConfigError, parse_voters
+
+    node_roles = roles(config)
+    if not node_roles:
+        raise ConfigError("process.roles is empty: it must name broker, controller or both "
+                          "(Samsa runs in KRaft mode only)")
+    try:
+        voters = parse_voters(config.get("controller.quorum.voters") or "")
+    except QuorumConfigError as e:
+        raise ConfigError(str(e)) from None
+    node_id = config.node_id
+    if node_roles != {"broker", "controller"} and not quorum_configured(config):
+        raise ConfigError(f"If using process.roles={','.join(sorted(node_roles))}, "
+                          f"controller.quorum.voters must contain a parseable set of voters "
+                          f"(or set controller.quorum.bootstrap.servers); only a combined "
+                          f"broker,controller node may run without them, as a single voter")
+    if "controller" in node_roles and voters and node_id not in voters:
+        raise ConfigError(f"If process.roles contains the 'controller' role, the node id "
+                          f"{node_id} must be included in the set of voters "
+                          f"controller.quorum.voters={sorted(voters)}")
+    if node_roles == {"broker"} and node_id in voters:
+        raise ConfigError(f"If process.roles contains just the 'broker' role, the node id "
+                          f"{node_id} must not be included in the set of voters "
+                          f"controller.quorum.voters={sorted(voters)}")
+    return listeners_for(config)

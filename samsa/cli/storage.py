@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from samsa.broker.listeners import listeners_for, roles
+from samsa.broker.listeners import roles, validate_node
 from samsa.cluster import meta_properties as mp
 from samsa.config import BrokerConfig, ConfigError, read_properties
 
@@ -82,31 +82,13 @@ def _directories(config: BrokerConfig) -> tuple[Path, list[Path]]:
 def _check_node_config(config: BrokerConfig, standalone: bool) -> None:
     """Kafka's format builds the node's full configuration first: a node that could not start is
     not formatted either."""
-    from samsa.cluster.quorum.config import QuorumConfigError, parse_voters
-
-    node_roles = roles(config)
-    if not node_roles:
-        raise StorageError("The configuration file appears to be for a legacy cluster. Formatting "
-                           "is only supported for clusters in KRaft mode (set process.roles).")
-    try:
-        voters = parse_voters(config.get("controller.quorum.voters") or "")
-    except QuorumConfigError as e:
-        raise StorageError(str(e)) from None
-    if "controller" in node_roles and voters and config.node_id not in voters:
-        raise StorageError(f"If process.roles contains the 'controller' role, the node id "
-                           f"{config.node_id} must be included in the set of voters "
-                           f"controller.quorum.voters={set(voters)}")
-    if node_roles == {"broker"} and config.node_id in voters:
-        raise StorageError(f"If process.roles contains just the 'broker' role, the node id "
-                           f"{config.node_id} must not be included in the set of voters "
-                           f"controller.quorum.voters={set(voters)}")
+    validate_node(config)
     if standalone:
-        if "controller" not in node_roles:
+        if "controller" not in roles(config):
             raise StorageError("--standalone can only be used on a node with the controller role.")
-        if voters:
+        if config.get("controller.quorum.voters"):
             raise StorageError("You cannot use --standalone with static voters: "
                                "controller.quorum.voters is set.")
-    listeners_for(config)
 
 
 def format_(args: argparse.Namespace) -> int:
@@ -137,7 +119,7 @@ def format_(args: argparse.Namespace) -> int:
     for d in todo:
         kind = "metadata" if d == meta_dir else "data"
         try:
-            mp.write(d, mp.MetaProperties(args.cluster_id, config.node_id, mp.random_uuid()))
+            mp.format_dirs([d], args.cluster_id, config.node_id)
         except OSError as e:
             raise StorageError(f"Error while writing meta.properties file in {d}: "
                                f"{e.strerror or e}") from None

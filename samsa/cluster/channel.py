@@ -184,7 +184,10 @@ class NodeChannel:
             why = f"connection lost: {e.strerror or e}"
         except asyncio.CancelledError:
             why = "channel closed"
-        conn.fail_all(ChannelError(f"{self}: {why}"))
+        except Exception as e:  # never leave requests waiting on a dead reader
+            why = f"connection dropped: {type(e).__name__}: {e}"
+        finally:
+            conn.fail_all(ChannelError(f"{self}: {why}"))
 
     async def close(self) -> None:
         """Close the connection; requests in flight fail with ChannelError."""

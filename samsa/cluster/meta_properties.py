@@ -137,7 +137,7 @@ def check_log_dirs(dirs: list[Path], node_id: int, cluster_id: str | None = None
     seen_dir_ids: dict[str, Path] = {}
     for d, meta in found.items():
         if meta is None:
-            if d.exists() and any(d.iterdir()):
+            if d.exists() and (not d.is_dir() or any(d.iterdir())):
                 raise MetaPropertiesError(f"No {FILE_NAME} found in {d} (have you run "
                                           f"`samsa storage format`?)")
             continue
@@ -159,3 +159,11 @@ def check_log_dirs(dirs: list[Path], node_id: int, cluster_id: str | None = None
         if meta is None:
             write(d, MetaProperties(expected_cluster, node_id, random_uuid()))
     return expected_cluster
+
+
+def format_dirs(dirs: list[Path], cluster_id: str, node_id: int) -> None:
+    """Write a fresh meta.properties (own directory.id) in each directory: `samsa storage format`,
+    and the embedded default node formatting itself on first start."""
+    parse_uuid(cluster_id)
+    for d in dirs:
+        write(d, MetaProperties(cluster_id, node_id, random_uuid()))

@@ -10,6 +10,7 @@ from samsa.broker.listeners import (
     inter_broker_listener,
     listeners_for,
     parse_listeners,
+    validate_node,
 )
 from samsa.config import BrokerConfig, ConfigError
 
@@ -153,3 +154,32 @@ def test_new_config_names_are_known_with_kafka_defaults() -> None:
     assert c.get("initial.broker.registration.timeout.ms") == "60000"
     with pytest.raises(ConfigError, match="broker.session.timeout.ms"):
         BrokerConfig({"broker.session.timeout.ms": "soon"})
+
+
+@pytest.mark.parametrize("kv,why", [
+    ({"process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:9093"},
+     "If using process.roles=controller, controller.quorum.voters must contain a parseable set"),
+    ({"process.roles": "broker"},
+     "If using process.roles=broker, controller.quorum.voters must contain a parseable set"),
+    ({"node.id": "4", "controller.quorum.voters": VOTERS,
+      "listeners": "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"},
+     "the node id 4 must be included in the set of voters controller.quorum.voters=[1, 2, 3]"),
+    ({"process.roles": "broker", "node.id": "2", "controller.quorum.voters": VOTERS},
+     "If process.roles contains just the 'broker' role, the node id 2 must not be included"),
+    ({"controller.quorum.voters": "1@127.0.0.1"}, "has no ':port'"),
+])
+def test_node_checks(kv: dict[str, str], why: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        validate_node(BrokerConfig(kv))
+    assert why in str(e.value)
+
+
+def test_valid_nodes() -> None:
+    assert validate_node(BrokerConfig())[1][0].port == 9092  # the embedded default
+    broker_only = validate_node(BrokerConfig({"process.roles": "broker", "node.id": "4",
+                                              "controller.quorum.voters": VOTERS}))
+    assert [x.name for x in broker_only[0]] == ["PLAINTEXT"]
+    voter = validate_node(BrokerConfig({
+        "node.id": "2", "controller.quorum.voters": VOTERS,
+        "listeners": "PLAINTEXT://127.0.0.1:9192,CONTROLLER://127.0.0.1:9193"}))
+    assert [x.port for x in voter[0]] == [9192, 9193]

@@ -113,3 +113,12 @@ def test_new_empty_log_dir_is_adopted_but_not_one_with_data(tmp_path: Path) -> N
     (used / "orders-0").mkdir(parents=True)
     with pytest.raises(mp.MetaPropertiesError, match=f"No meta.properties found in {used}"):
         mp.check_log_dirs([used], 1, metadata_dir=meta_dir)
+
+
+def test_format_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    with pytest.raises(mp.MetaPropertiesError, match="decoded as"):
+        mp.format_dirs(dirs, "short", 1)
+    assert not dirs[0].exists()
+    mp.format_dirs(dirs, CLUSTER, 5)
+    assert mp.check_log_dirs(dirs, 5) == CLUSTER
