@@ -118,7 +118,7 @@ def test_new_empty_log_dir_is_adopted_but_not_one_with_data(tmp_path: Path) -> N
 def test_format_dirs(tmp_path: Path) -> None:
     dirs = [tmp_path / "a", tmp_path / "b"]
     with pytest.raises(mp.MetaPropertiesError, match="decoded as"):
-        mp.format_dirs(dirs, "short", 1)
+        mp.format_dirs(dirs, "invalid", 1)
     assert not dirs[0].exists()
     mp.format_dirs(dirs, CLUSTER, 5)
     assert mp.check_log_dirs(dirs, 5) == CLUSTER
