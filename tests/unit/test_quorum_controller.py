@@ -263,6 +263,9 @@ def test_create_topic_error_paths() -> None:
         (h.ctl.create_topic("c", -5, 1, {}), Err.INVALID_PARTITIONS, "non-positive"),
         # 3 brokers x 10 = 30 slots, 3 used: 28 RF-1 partitions put some broker over 10
         (h.ctl.create_topic("c", 28, 1, {}), Err.POLICY_VIOLATION, "max.broker.partitions=10"),
+        # refused before any placement work, however large
+        (h.ctl.create_topic("c", 2**31 - 1, 1, {}), Err.POLICY_VIOLATION, "Excessively large"),
+        (h.ctl.create_topic("c", 1, 2**31 - 1, {}), Err.INVALID_REPLICATION_FACTOR, "only 3"),
     ]
     for coro, code, text in cases:
         got, msg = error_of(h, coro)
@@ -343,6 +346,7 @@ def test_create_partitions() -> None:
          "broker 7"),
         # 6 partitions x RF 2 = 12 replicas on 3 brokers: 4 each; 3 more each passes 6
         (h.ctl.create_partitions("p", 11, False), Err.POLICY_VIOLATION, "max.broker.partitions=6"),
+        (h.ctl.create_partitions("p", 2**31 - 1, False), Err.POLICY_VIOLATION, "Excessively"),
     ]
     for coro, code, text in cases:
         got, msg = error_of(h, coro)
@@ -401,6 +405,11 @@ def test_producer_id_blocks_are_unique() -> None:
 
 
 # ---- registration, heartbeats, fencing -------------------------------------------------------
+
+def test_session_timeout_defaults_to_kafkas() -> None:
+    ctl = QuorumController(BrokerConfig(), MetadataImage(), Harness().propose, lambda: 0)
+    assert ctl.sessions.timeout_ms == 9000
+
 
 def test_activate_bootstraps_once() -> None:
     h = Harness()
@@ -538,6 +547,13 @@ def test_want_fence_and_controlled_shutdown() -> None:
     assert all(t.partitions[p].leader == -1 and t.partitions[p].isr == (3,) for p in led)
     # a fenced broker asking to shut down may do so at once
     assert run(h.beat(1, shut_down=True)) == HeartbeatReply(Err.NONE, True, True, True)
+    # a broker that shut down stays fenced until it registers again
+    assert run(h.beat(3)) == HeartbeatReply(Err.NONE, True, True, True)
+    assert h.image.brokers[3].fenced
+    h.now += SESSION_MS
+    run(h.register(3, incarnation=uuid.uuid4()))
+    assert run(h.beat(3)) == HeartbeatReply(Err.NONE, True, False, False)
+    assert all(t.partitions[p].leader == 3 for p in led)
 
 
 def test_leadership_moves_to_another_isr_member() -> None:

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from samsa.config import BrokerConfig, ConfigError
 from samsa.protocol.errors import Err
 
-from ..limits import ControllerError, check_broker_budget, check_replica_list, check_topic_assignments
+from ..limits import (
+    EXCESSIVE,
+    MAX_PARTITIONS_PER_REQUEST,
+    ControllerError,
+    check_broker_budget,
+    check_replica_list,
+    check_topic_assignments,
+)
 from ..metadata.image import INTERNAL_TOPICS, BrokerRegistration, MetadataImage, PartitionState
 from ..metadata.records import (
     BROKER_RESOURCE,
@@ -172,6 +179,8 @@ class QuorumController:
                                       f"The topic {name} currently has {have} partition(s); "
                                       f"{count} would not be an increase.")
             additional = count - have
+            if additional > MAX_PARTITIONS_PER_REQUEST:
+                raise ControllerError(Err.POLICY_VIOLATION, EXCESSIVE)
             first = t.partitions.get(0)
             replication = len(first.replicas) if first is not None and first.replicas else 1
             if assignments is not None:
@@ -305,7 +314,8 @@ class QuorumController:
             should_shut_down = False
             fenced = reg.fenced
             if reg.fenced:
-                if want_shut_down:
+                if want_shut_down or reg.in_controlled_shutdown:
+                    # shutting down: it comes back only by registering again
                     should_shut_down = True
                 elif not want_fence and caught_up:
                     records.append(BrokerRegistrationChangeRecord(broker_id, broker_epoch,
@@ -361,6 +371,8 @@ class QuorumController:
             partitions = self.config.get_int("num.partitions")
         if replication == -1:
             replication = self.config.get_int("default.replication.factor")
+        if partitions > MAX_PARTITIONS_PER_REQUEST:
+            raise ControllerError(Err.POLICY_VIOLATION, EXCESSIVE)
         usable = self._usable_brokers()
         if replication > len(usable):
             raise ControllerError(Err.INVALID_REPLICATION_FACTOR,
