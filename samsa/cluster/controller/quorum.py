@@ -65,9 +65,10 @@ __all__ = ["BOOTSTRAP_METADATA_VERSION", "PRODUCER_ID_BLOCK", "HeartbeatReply",
 # Kafka's ProducerIdControlManager hands out blocks of this size.
 PRODUCER_ID_BLOCK = 1000
 _MAX_PRODUCER_ID = 2**63 - 1
-# metadata.version written when the log is empty: 3.3-IV3, the first level with the records this
-# controller writes (BrokerRegistrationChangeRecord with in_controlled_shutdown).
-BOOTSTRAP_METADATA_VERSION = 7
+# metadata.version written when the log is empty: 3.7-IV4 (Kafka's level 19). The records module
+# writes RegisterBrokerRecord v3 (log dirs, from 3.7-IV2) and no KIP-966 (3.8) fields, and the
+# brokers give KIP-951 leader hints (3.7-IV4).
+BOOTSTRAP_METADATA_VERSION = 19
 _FENCE, _UNFENCE, _SHUTTING_DOWN = 1, -1, 1
 _DEFAULT_SESSION_MS = 9000
 
