@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from samsa.cluster.metadata.records import (
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
+    MetadataRecordError,
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -226,3 +228,22 @@ def test_to_records_rebuilds_an_equal_image(recs: list[Record]) -> None:
     assert decode_snapshot(encode_snapshot(img)) == snap
     if img.features.get("metadata.version"):
         assert snap[0] == FeatureLevelRecord("metadata.version", img.features["metadata.version"])
+
+
+def test_snapshot_bytes_reject_damage() -> None:
+    assert decode_snapshot(encode_snapshot(MetadataImage())) == []
+    img = image_of(FeatureLevelRecord("metadata.version", 21), reg(1, 3), TopicRecord("a", T1),
+                   PartitionRecord(0, T1, (1,), (1,), 1),
+                   ConfigRecord(TOPIC_RESOURCE, "a", "retention.ms", "5"))
+    data = encode_snapshot(img)
+    assert decode_snapshot(data) == img.to_records()
+    for n in range(len(data)):
+        with pytest.raises(MetadataRecordError):
+            decode_snapshot(data[:n])
+    for i in range(len(data)):
+        bad = bytearray(data)
+        bad[i] ^= 0x40
+        with pytest.raises(MetadataRecordError):
+            decode_snapshot(bytes(bad))
+    with pytest.raises(MetadataRecordError):
+        decode_snapshot(data + b"\x00")
