@@ -105,6 +105,11 @@ def test_topics_partitions_and_changes() -> None:
     assert t.partitions[0] == PartitionState((1, 2), (1,), -1, 1, 2)
     img.apply(PartitionChangeRecord(0, T1, leader=1, isr=(1, 2)))
     assert t.partitions[0] == PartitionState((1, 2), (1, 2), 1, 2, 3)
+    d1, d2 = uuid.UUID(int=11), uuid.UUID(int=12)
+    img.apply(PartitionChangeRecord(1, T1, directories=(d2, d1)))
+    img.apply(PartitionChangeRecord(1, T1, replicas=(1, 3)))  # 1 keeps its dir, 3 has none yet
+    assert t.partitions[1].directories == (d1, uuid.UUID(int=0))
+    assert t.partitions[1].partition_epoch == 2 and t.partitions[1].leader_epoch == 0
     img.apply(ConfigRecord(TOPIC_RESOURCE, "a", "retention.ms", None))
     assert t.configs == {}
     img.apply(RemoveTopicRecord(T1))
@@ -159,9 +164,9 @@ def operations(draw: st.DrawFn) -> list[Record]:
                 log_dirs=tuple(draw(st.lists(st.uuids(), max_size=2)))))
         elif kind == 1:
             e = epochs.get(bid, 0) - draw(st.integers(0, 1))
-            rec: Record = draw(st.sampled_from([FenceBrokerRecord(bid, e), UnfenceBrokerRecord(bid, e),
-                                                UnregisterBrokerRecord(bid, e)]))
-            recs.append(rec)
+            which = draw(st.integers(0, 2))
+            recs.append(FenceBrokerRecord(bid, e) if which == 0 else UnfenceBrokerRecord(bid, e)
+                        if which == 1 else UnregisterBrokerRecord(bid, e))
         elif kind == 2:
             recs.append(BrokerRegistrationChangeRecord(
                 bid, epochs.get(bid, 0), draw(st.sampled_from([-1, 0, 1])),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -35,7 +36,7 @@ from samsa.testing import SamsaBroker
 from tests.wire import Wire
 
 
-def _alter(admin: AdminClient, kind: ConfigResource.Type, name: str, key: str,
+def _alter(admin: AdminClient, kind: Any, name: str, key: str,
            value: str | None) -> None:
     op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
     res = ConfigResource(kind, name, incremental_configs=[ConfigEntry(key, value,

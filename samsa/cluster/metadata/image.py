@@ -40,6 +40,7 @@ from .records import (
 log = logging.getLogger("samsa.metadata")
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+UNASSIGNED_DIR = uuid.UUID(int=0)  # Kafka's DirectoryId.UNASSIGNED
 METADATA_VERSION = "metadata.version"  # the feature written first in a snapshot, as Kafka does
 
 
@@ -204,9 +205,11 @@ class MetadataImage:
                         r.partition_id)
             return
         if r.replicas is not None:
+            if r.directories is None and p.directories:
+                # each replica keeps its log dir; a new one has none yet (Kafka's UNASSIGNED)
+                dirs = dict(zip(p.replicas, p.directories, strict=False))
+                p.directories = tuple(dirs.get(b, UNASSIGNED_DIR) for b in r.replicas)
             p.replicas = r.replicas
-            if r.directories is None and len(p.directories) != len(r.replicas):
-                p.directories = ()
         if r.isr is not None:
             p.isr = r.isr
         if r.removing_replicas is not None:

@@ -508,15 +508,15 @@ def _r_partition(r: _Reader, v: int) -> PartitionRecord:
     leader_epoch = r.i32()
     partition_epoch = r.i32()
     dirs = r.uids() if v >= 1 else ()
-    got: dict[str, object] = {}
-    known: dict[int, Callable[[_Reader], None]] = {0: lambda t: got.__setitem__("lrs", t.i8())}
+    lrs: dict[int, int] = {}
+    elr: dict[int, tuple[int, ...] | None] = {}
+    known: dict[int, Callable[[_Reader], None]] = {0: lambda t: lrs.__setitem__(0, t.i8())}
     if v >= 2:
-        known[1] = lambda t: got.__setitem__("elr", t.nullable_i32s())
-        known[2] = lambda t: got.__setitem__("lkelr", t.nullable_i32s())
+        known[1] = lambda t: elr.__setitem__(1, t.nullable_i32s())
+        known[2] = lambda t: elr.__setitem__(2, t.nullable_i32s())
     r.tags(known)
     return PartitionRecord(pid, tid, replicas, isr, leader, leader_epoch, partition_epoch,
-                           removing, adding, got.get("lrs", 0), dirs,  # type: ignore[arg-type]
-                           got.get("elr"), got.get("lkelr"))  # type: ignore[arg-type]
+                           removing, adding, lrs.get(0, 0), dirs, elr.get(1), elr.get(2))
 
 
 def _w_change(w: _Writer, rec: PartitionChangeRecord, v: int) -> None:
