@@ -32,6 +32,7 @@ class Unattached:
     epoch: int
     voted_id: int | None
     election_deadline: int
+    bootstrap_at: int = 0  # an observer asks a random voter who leads at this time
     name = "unattached"
 
 
