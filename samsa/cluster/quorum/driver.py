@@ -108,6 +108,7 @@ class QuorumDriver:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._servers: list[asyncio.Server] = []
+        self._served: set[asyncio.StreamWriter] = set()  # connections `serve` accepted
         self._disk_job: asyncio.Future[None] | None = None
         self._delivered = 0  # next offset to hand to on_commit
         self._hw = 0  # the high watermark as applied (after its output's flush)
@@ -171,16 +172,17 @@ class QuorumDriver:
             part.mkdir(parents=True, exist_ok=True)
             return FileRaftLog(part), FileQuorumStateStore(part, self.voters)
 
-        self._log, self._store = await asyncio.to_thread(open_disk)
-        persisted = await asyncio.to_thread(self._store.read)
+        rlog, store = await asyncio.to_thread(open_disk)
+        persisted = await asyncio.to_thread(store.read)
+        self._log, self._store = rlog, store
         self._node = RaftNode(
-            self.node_id, self.voters, self.config, persisted, self._log,
+            self.node_id, self.voters, self.config, persisted, rlog,
             random.Random(), self._now_ms(), self.cluster_id,
         )
-        sid = self._log.snapshot_id
-        self._delivered = self._hw = self._log.start_offset
+        sid = rlog.snapshot_id
+        self._delivered = self._hw = rlog.start_offset
         if sid is not None:
-            data = await asyncio.to_thread(self._log.read_snapshot, sid)
+            data = await asyncio.to_thread(rlog.read_snapshot, sid)
             if data is None:
                 raise RuntimeError(f"{part}: snapshot {sid} is listed but unreadable")
             self._snapshot_seen = sid
@@ -205,6 +207,8 @@ class QuorumDriver:
         self._running = False
         for srv in self._servers:
             srv.close()
+        for w in list(self._served):
+            w.close()
         tasks = [t for t in [self._task, *self._tasks] if t is not None]
         for t in tasks:
             t.cancel()
@@ -406,9 +410,12 @@ class QuorumDriver:
         if link.writer is not None and not link.writer.is_closing():
             self._write(dst, link, link.writer, frame)
             return
-        link.queued.append(frame)
         if link.task is None or link.task.done():
+            if asyncio.get_running_loop().time() < link.retry_at:
+                self._fail(dst)  # backing off: the core hears at once that the peer is down
+                return
             link.task = self._spawn(self._connect(dst, link))
+        link.queued.append(frame)
 
     def _write(self, dst: int, link: _Link, writer: asyncio.StreamWriter, frame: bytes) -> None:
         (corr,) = _CORR.unpack_from(frame, 4)
@@ -427,9 +434,6 @@ class QuorumDriver:
     async def _connect(self, dst: int, link: _Link) -> None:
         loop = asyncio.get_running_loop()
         ep = self.voters[dst]
-        wait = link.retry_at - loop.time()
-        if wait > 0:
-            await asyncio.sleep(wait)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(ep.host, ep.port), self.config.request_timeout_ms / 1000
@@ -465,6 +469,7 @@ class QuorumDriver:
             if link.writer is writer:
                 link.writer = None
             link.inflight.clear()
+            link.queued.clear()  # _fail below fails them too
             link.retry_at = loop.time() + self.config.retry_backoff_ms / 1000
         self._fail(dst)
 
@@ -518,11 +523,13 @@ class QuorumDriver:
             elif not writer.is_closing():
                 writer.write(sized(resp))
 
+        self._served.add(writer)
         try:
             while not writer.is_closing():
                 frame = await read_frame(reader)
                 self._spawn(answer(frame))  # answers may go out of order: correlation ids pair them
-        except (WireError, OSError, asyncio.IncompleteReadError):
-            pass
+        except (WireError, OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass  # a cancelled connection handler ends quietly (asyncio logs cancelled ones)
         finally:
+            self._served.discard(writer)
             writer.close()

@@ -591,6 +591,9 @@ class RaftNode:
                 and dst not in s.rejected
             ):
                 s.retry_at[dst] = retry
+                if isinstance(s, Candidate) and s.backoff_until is None:
+                    s.unreachable.add(dst)
+                    self._candidate_check_lost(s)
         elif isinstance(req, m.FetchRequest | m.FetchSnapshotRequest):
             if isinstance(s, Unattached) and not self.is_voter and req.current_leader_epoch == s.epoch:
                 s.bootstrap_at = min(s.bootstrap_at, retry)
@@ -665,10 +668,19 @@ class RaftNode:
                 self._prospective_lost()
         elif not resp.pre_vote and isinstance(s, Candidate) and s.backoff_until is None:
             (s.granted if resp.vote_granted else s.rejected).add(src)
+            s.unreachable.discard(src)
             if len(s.granted) >= self.majority:
                 self._become_leader()
-            elif len(s.rejected) >= self.majority:
-                self._candidate_backoff()
+            else:
+                self._candidate_check_lost(s)
+
+    def _candidate_check_lost(self, s: Candidate) -> None:
+        """Back off at once when a majority refused or cannot be reached, instead of waiting
+        for the election timeout: two followers that time out together (their leader answered
+        both parked fetches at once) split the vote, and would otherwise both wait it out.
+        Unreachable voters are still asked again; this only shortens a lost election."""
+        if len(s.rejected | s.unreachable) >= self.majority:
+            self._candidate_backoff()
 
     # ------------------------------------------------------------------ Begin/EndQuorumEpoch
     def _on_begin(self, src: int, req: m.BeginQuorumEpochRequest) -> None:

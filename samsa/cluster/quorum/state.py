@@ -61,6 +61,7 @@ class Candidate:
     rejected: set[int] = field(default_factory=set)
     backoff_until: int | None = None
     retry_at: dict[int, int] = field(default_factory=dict)
+    unreachable: set[int] = field(default_factory=set)  # voters our Vote could not reach
     name = "candidate"
 
 
