@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 import struct
 import time
@@ -306,3 +307,26 @@ def test_malformed_frames_raise_wire_error_and_close_the_connection(tmp_path: Pa
         finally:
             await c.stop_all()
     run(body())
+
+
+def test_a_disk_failure_stops_the_driver_and_fails_waiting_proposals(tmp_path: Path) -> None:
+    async def body() -> None:
+        c = Cluster(tmp_path, 1)
+        await c.start_all()
+        d = c.nodes[1]
+        try:
+            await c.leader(5)
+            await d.propose([b"ok"])
+            shutil.rmtree(tmp_path / "n1")  # the next flush cannot create or write its files
+            with pytest.raises(NotLeaderError):
+                await asyncio.wait_for(d.propose([b"lost"] * 2000), 10)
+            assert isinstance(d.error, OSError)
+            assert await d.handle_request(encode_request(_vote_req(), 3)) is None
+        finally:
+            await c.stop_all()
+    run(body())
+
+
+def _vote_req() -> object:
+    from samsa.cluster.quorum.messages import VoteRequest
+    return VoteRequest(CLUSTER, 5, 2, 1, 0, 0, False)

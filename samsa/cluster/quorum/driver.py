@@ -104,6 +104,7 @@ class QuorumDriver:
         self._wake = asyncio.Event()
         self._resign = False
         self._running = False
+        self._stopped = False
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
@@ -115,6 +116,7 @@ class QuorumDriver:
         self._since_snapshot = 0  # bytes committed since the last snapshot
         self._snapshot_seen: OffsetAndEpoch | None = None
         self._leader_seen: tuple[int | None, int] | None = None
+        self.error: BaseException | None = None  # why the driver stopped on its own, if it did
 
     # ------------------------------------------------------------------ state
     @property
@@ -193,8 +195,9 @@ class QuorumDriver:
     async def stop(self, resign: bool = True) -> None:
         """Stop; a leader first resigns (EndQuorumEpoch) and waits up to RESIGN_WAIT_S for the
         voters' answers. `resign=False` just cuts everything, like a crash."""
-        if not self._running:
+        if self._stopped:
             return
+        self._stopped = True
         if resign and self._task is not None and not self._task.done():
             self._resign = True
             self._wake.set()
@@ -228,6 +231,9 @@ class QuorumDriver:
                 await asyncio.wait_for(srv.wait_closed(), 1)
         self._servers.clear()
         self._links.clear()
+        self._release_waiters()
+
+    def _release_waiters(self) -> None:
         node = self._node
         err = NotLeaderError(node.leader_id if node else None, node.epoch if node else 0)
         for _, fut in self._proposals:
@@ -289,8 +295,12 @@ class QuorumDriver:
                 self._wake.clear()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("quorum driver of node %d failed", self.node_id)
+        except Exception as e:
+            # a disk error (or a bug): stop serving rather than run on with unknown durable state
+            log.exception("quorum driver of node %d failed; it stops", self.node_id)
+            self.error = e
+            self._running = False
+            self._release_waiters()
             raise
 
     async def _disk(self, fn: Callable[[], None]) -> None:
