@@ -446,3 +446,23 @@ def test_a_lone_voter_elects_itself_at_once_also_after_a_restart():
     again = RaftNode(1, [1], QuorumConfig(), out.persist, log, random.Random(1), 50)
     again.step(50)  # it restarts resigned from epoch 1 and takes epoch 2 at once
     assert again.role == "leader" and again.epoch == 2
+
+
+def test_a_fetch_response_is_bounded_in_bytes_but_carries_at_least_one_entry():
+    c = Cluster(config=QuorumConfig(fetch_max_bytes=10))
+    c.elect(1)
+    c.deliver()
+    leader = c.nodes[1]
+    start = leader.log.end_offset
+    leader.propose([b"0123456789ab", b"x", b"y"])
+    c.step(1)
+    sizes = []
+
+    def watch(msg: m.Message) -> bool:
+        if isinstance(msg.body, m.FetchResponse) and msg.body.records:
+            sizes.append(len(msg.body.records))
+        return False
+
+    c.deliver(drop=watch)
+    assert sizes and sizes[0] == 1  # the 12-byte entry alone passes the 10-byte bound
+    assert c.logs[2].end_offset == c.logs[1].end_offset == start + 3

@@ -782,7 +782,14 @@ class RaftNode:
                 s.check_quorum_deadline = self._now + self._check_quorum_ms()
                 s.fetched.clear()
             self._update_high_watermark(s)
-        return reply(records=tuple(log.read(off, self.config.fetch_max_entries)))
+        entries = log.read(off, self.config.fetch_max_entries)
+        size = 0
+        for i, e in enumerate(entries):
+            size += len(e.data)
+            if size > self.config.fetch_max_bytes and i > 0:
+                entries = entries[:i]  # the frame stays well below FETCH_MAX_BYTES
+                break
+        return reply(records=tuple(entries))
 
     def _on_fetch_snapshot(self, src: int, req: m.FetchSnapshotRequest) -> None:
         s = self.state
