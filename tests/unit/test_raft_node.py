@@ -377,3 +377,92 @@ def test_requests_from_an_older_leader_epoch_are_fenced(body):
     assert resp.error_code == m.FENCED_LEADER_EPOCH and resp.leader_epoch == 2
     assert c.nodes[1].epoch == 2 and c.nodes[1].role == "unattached" and out.persist is None
     assert c.logs[1].end_offset == log_end
+
+
+def _add_observer(c: Cluster, oid: int = 9) -> RaftNode:
+    c.logs[oid] = MemoryLog()
+    c.nodes[oid] = RaftNode(oid, c.ids, c.config, None, c.logs[oid], random.Random(oid), c.now)
+    return c.nodes[oid]
+
+
+def test_an_observer_bootstraps_from_a_voter_follows_the_leader_and_never_votes():
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    c.nodes[1].propose([b"a"])
+    c.step(1)
+    c.deliver()
+    obs = _add_observer(c)
+    c.step(9)  # no leader known: it asks a random voter
+    asks = [msg for msg in c.queue if msg.src == 9]
+    assert len(asks) == 1 and isinstance(asks[0].body, m.FetchRequest) and asks[0].dst in c.ids
+    for k in range(1, 5):
+        c.step(1, c.now + 500 * k)  # long polls come back
+        c.deliver()
+    assert obs.role == "follower" and obs.leader_id == 1 and obs.epoch == 1
+    assert [e.data for e in c.logs[9].read(0, 10) if not e.control] == [b"a"]
+    assert obs.high_watermark == c.nodes[1].high_watermark
+    assert 9 in c.nodes[1].state.replicas and 9 not in c.nodes[1].voters
+    # it never votes, and losing its leader makes it look for one, not stand for election
+    c.step(9, msgs=[m.Message(2, 9, m.VoteRequest(None, 5, 2, 9, 1, 2, False))])
+    answer = c.queue.pop()
+    assert answer.body.error_code == m.INCONSISTENT_VOTER_SET and not answer.body.vote_granted
+    c.queue.clear()
+    c.step(9, c.now + c.config.fetch_timeout_ms + 1)
+    assert obs.role == "unattached" and obs.epoch == 1
+    sent = [msg for msg in c.queue if msg.src == 9]
+    assert len(sent) == 1 and isinstance(sent[0].body, m.FetchRequest)
+    assert sent[0].body.max_wait_ms == 0 and not any(isinstance(x.body, m.VoteRequest) for x in sent)
+
+
+def test_a_candidate_that_cannot_reach_a_majority_backs_off_before_its_election_timeout():
+    c = Cluster()
+    votes: list[m.Message] = []
+
+    def hold_votes(msg: m.Message) -> bool:
+        if isinstance(msg.body, m.VoteRequest) and not msg.body.pre_vote:
+            votes.append(msg)
+            return True
+        return False
+
+    c.step(1, T0 + 2 * c.config.election_timeout_ms)  # node 1 asks for pre-votes
+    c.deliver(drop=hold_votes)
+    s = c.nodes[1].state
+    assert c.nodes[1].role == "candidate" and s.backoff_until is None and len(votes) == 2
+    # node 2 refuses (it voted for itself in this epoch), node 3 is unreachable
+    c.step(1, msgs=[m.Message(2, 1, m.VoteResponse(m.NONE, -1, s.epoch, False, False))])
+    assert s.backoff_until is None  # one refusal of three: not lost yet
+    req3 = next(v.body for v in votes if v.dst == 3)
+    c.step(1, msgs=[m.Message(3, 1, m.RequestFailed(req3))])
+    assert s.backoff_until is not None and s.backoff_until < s.election_deadline
+
+
+def test_a_lone_voter_elects_itself_at_once_also_after_a_restart():
+    log = MemoryLog()
+    node = RaftNode(1, [1], QuorumConfig(), None, log, random.Random(1), 0)
+    out = node.step(0)  # nobody to wait for: no election timeout
+    assert node.role == "leader" and node.epoch == 1
+    log.flush()
+    again = RaftNode(1, [1], QuorumConfig(), out.persist, log, random.Random(1), 50)
+    again.step(50)  # it restarts resigned from epoch 1 and takes epoch 2 at once
+    assert again.role == "leader" and again.epoch == 2
+
+
+def test_a_fetch_response_is_bounded_in_bytes_but_carries_at_least_one_entry():
+    c = Cluster(config=QuorumConfig(fetch_max_bytes=10))
+    c.elect(1)
+    c.deliver()
+    leader = c.nodes[1]
+    start = leader.log.end_offset
+    leader.propose([b"0123456789ab", b"x", b"y"])
+    c.step(1)
+    sizes = []
+
+    def watch(msg: m.Message) -> bool:
+        if isinstance(msg.body, m.FetchResponse) and msg.body.records:
+            sizes.append(len(msg.body.records))
+        return False
+
+    c.deliver(drop=watch)
+    assert sizes and sizes[0] == 1  # the 12-byte entry alone passes the 10-byte bound
+    assert c.logs[2].end_offset == c.logs[1].end_offset == start + 3

@@ -84,7 +84,8 @@ class QuorumConfig:
     request_timeout_ms: int = 2000  # controller.quorum.request.timeout.ms
     retry_backoff_ms: int = 20  # controller.quorum.retry.backoff.ms
     fetch_max_wait_ms: int = 500  # how long the leader parks a Fetch with nothing new (Kafka: 500)
-    fetch_max_entries: int = 64  # entries per Fetch response (a byte bound in a real driver)
+    fetch_max_entries: int = 1024  # entries per Fetch response, at most
+    fetch_max_bytes: int = 1 << 20  # data bytes per Fetch response (at least one entry goes)
     snapshot_chunk_bytes: int = 1 << 20  # bytes per FetchSnapshot response
     check_quorum_factor: float = 1.5  # a leader resigns after fetch.timeout * this without a majority
 
@@ -94,8 +95,10 @@ class QuorumConfig:
                 raise QuorumConfigError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.election_backoff_max_ms < 0 or self.retry_backoff_ms < 0:
             raise QuorumConfigError("backoffs must be >= 0")
-        if self.fetch_max_entries <= 0 or self.snapshot_chunk_bytes <= 0:
-            raise QuorumConfigError("fetch_max_entries and snapshot_chunk_bytes must be > 0")
+        if self.fetch_max_entries <= 0 or self.snapshot_chunk_bytes <= 0 or self.fetch_max_bytes <= 0:
+            raise QuorumConfigError(
+                "fetch_max_entries, fetch_max_bytes and snapshot_chunk_bytes must be > 0"
+            )
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> QuorumConfig:

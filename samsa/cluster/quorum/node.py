@@ -112,6 +112,8 @@ class RaftNode:
         self._reported_hw = -1
         self._persisted = persisted
         self.state: EpochState = self._initial_state(persisted)
+        if self.voters == {node_id} and isinstance(self.state, Unattached | Candidate | Resigned):
+            self.state.election_deadline = now_ms  # a lone voter has nobody to wait for
 
     # ------------------------------------------------------------------ public API
     @property
@@ -374,7 +376,7 @@ class RaftNode:
     def _next_deadline(self) -> int:
         s = self.state
         if isinstance(s, Unattached):
-            return s.election_deadline
+            return s.election_deadline if self.is_voter else s.bootstrap_at
         if isinstance(s, Prospective):
             return min(s.election_deadline, *s.retry_at.values(), NEVER)
         if isinstance(s, Candidate):
@@ -390,7 +392,7 @@ class RaftNode:
                 t = min(t, p.deadline)
             return t
         if isinstance(s, Follower):
-            t = s.fetch_deadline if self.is_voter else NEVER
+            t = s.fetch_deadline
             if s.inflight is None:
                 t = min(t, max(s.retry_at, self._now))
             else:
@@ -406,7 +408,10 @@ class RaftNode:
         now = self._now
         s = self.state
         if isinstance(s, Unattached):
-            if now >= s.election_deadline and self.is_voter:
+            if not self.is_voter:
+                if now >= s.bootstrap_at:
+                    self._bootstrap_fetch(s)
+            elif now >= s.election_deadline:
                 self._become_prospective()
         elif isinstance(s, Prospective):
             if now >= s.election_deadline:
@@ -442,8 +447,13 @@ class RaftNode:
                     del s.parked[rid]
                     self._send(rid, self._fetch_answer(s, p.request))
         elif isinstance(s, Follower):
-            if self.is_voter and now >= s.fetch_deadline:
-                self._become_prospective()
+            if now >= s.fetch_deadline:
+                if self.is_voter:
+                    self._become_prospective()
+                else:
+                    # an observer that lost its leader asks the voters who leads now
+                    self._become_unattached(s.epoch)
+                    self._poll()
                 return
             if (s.inflight is None and now >= s.retry_at) or (
                 s.inflight is not None and now >= s.inflight_until
@@ -461,6 +471,18 @@ class RaftNode:
                     )
             if now >= s.election_deadline:
                 self._become_prospective()
+
+    def _bootstrap_fetch(self, s: Unattached) -> None:
+        """An observer without a leader fetches from a random voter: the answer (an error naming
+        the leader and epoch, or records from the leader itself) makes it a follower."""
+        s.bootstrap_at = self._now + self.config.request_timeout_ms
+        voter = self.rng.choice(sorted(self.voters))
+        self._send(
+            voter,
+            m.FetchRequest(
+                self.cluster_id, self.node_id, s.epoch, self.log.end_offset, self.log.last_epoch, 0
+            ),
+        )
 
     def _retry_votes(self, s: Prospective | Candidate, pre_vote: bool) -> None:
         for v in sorted(s.retry_at):
@@ -569,8 +591,13 @@ class RaftNode:
                 and dst not in s.rejected
             ):
                 s.retry_at[dst] = retry
+                if isinstance(s, Candidate) and s.backoff_until is None:
+                    s.unreachable.add(dst)
+                    self._candidate_check_lost(s)
         elif isinstance(req, m.FetchRequest | m.FetchSnapshotRequest):
-            if isinstance(s, Follower) and req.current_leader_epoch == s.epoch and s.inflight is not None:
+            if isinstance(s, Unattached) and not self.is_voter and req.current_leader_epoch == s.epoch:
+                s.bootstrap_at = min(s.bootstrap_at, retry)
+            elif isinstance(s, Follower) and req.current_leader_epoch == s.epoch and s.inflight is not None:
                 s.inflight = None
                 s.retry_at = retry
         elif isinstance(req, m.BeginQuorumEpochRequest | m.EndQuorumEpochRequest):
@@ -591,7 +618,7 @@ class RaftNode:
         if not self._cluster_ok(req.cluster_id):
             answer(m.INCONSISTENT_CLUSTER_ID, False)
             return
-        if req.replica_id not in self.voters or req.voter_id != self.node_id:
+        if not self.is_voter or req.replica_id not in self.voters or req.voter_id != self.node_id:
             answer(m.INCONSISTENT_VOTER_SET, False)
             return
         if req.replica_epoch < self.epoch:
@@ -641,10 +668,19 @@ class RaftNode:
                 self._prospective_lost()
         elif not resp.pre_vote and isinstance(s, Candidate) and s.backoff_until is None:
             (s.granted if resp.vote_granted else s.rejected).add(src)
+            s.unreachable.discard(src)
             if len(s.granted) >= self.majority:
                 self._become_leader()
-            elif len(s.rejected) >= self.majority:
-                self._candidate_backoff()
+            else:
+                self._candidate_check_lost(s)
+
+    def _candidate_check_lost(self, s: Candidate) -> None:
+        """Back off at once when a majority refused or cannot be reached, instead of waiting
+        for the election timeout: two followers that time out together (their leader answered
+        both parked fetches at once) split the vote, and would otherwise both wait it out.
+        Unreachable voters are still asked again; this only shortens a lost election."""
+        if len(s.rejected | s.unreachable) >= self.majority:
+            self._candidate_backoff()
 
     # ------------------------------------------------------------------ Begin/EndQuorumEpoch
     def _on_begin(self, src: int, req: m.BeginQuorumEpochRequest) -> None:
@@ -746,7 +782,14 @@ class RaftNode:
                 s.check_quorum_deadline = self._now + self._check_quorum_ms()
                 s.fetched.clear()
             self._update_high_watermark(s)
-        return reply(records=tuple(log.read(off, self.config.fetch_max_entries)))
+        entries = log.read(off, self.config.fetch_max_entries)
+        size = 0
+        for i, e in enumerate(entries):
+            size += len(e.data)
+            if size > self.config.fetch_max_bytes and i > 0:
+                entries = entries[:i]  # the frame stays well below FETCH_MAX_BYTES
+                break
+        return reply(records=tuple(entries))
 
     def _on_fetch_snapshot(self, src: int, req: m.FetchSnapshotRequest) -> None:
         s = self.state
@@ -783,6 +826,9 @@ class RaftNode:
         if self._observe(resp.leader_epoch, resp.leader_id):
             return
         f = self.state
+        if isinstance(f, Unattached) and not self.is_voter:
+            f.bootstrap_at = min(f.bootstrap_at, self._now + self.config.retry_backoff_ms)
+            return  # that voter knows no leader in our epoch: ask (another) one again
         if not isinstance(f, Follower) or resp.leader_epoch != f.epoch or src != f.leader_id:
             return
         if f.inflight != (resp.fetch_offset, resp.last_fetched_epoch):

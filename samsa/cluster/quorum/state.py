@@ -32,6 +32,7 @@ class Unattached:
     epoch: int
     voted_id: int | None
     election_deadline: int
+    bootstrap_at: int = 0  # an observer asks a random voter who leads at this time
     name = "unattached"
 
 
@@ -60,6 +61,7 @@ class Candidate:
     rejected: set[int] = field(default_factory=set)
     backoff_until: int | None = None
     retry_at: dict[int, int] = field(default_factory=dict)
+    unreachable: set[int] = field(default_factory=set)  # voters our Vote could not reach
     name = "candidate"
 
 
