@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
@@ -125,6 +125,23 @@ def write_config(spec: NodeSpec, voters: str, overrides: dict[str, str]) -> Path
     lines = [f"{k}={v}" for k, v in spec.properties(voters, overrides).items()]
     spec.config_path.write_text("# written by samsa.testing.cluster\n" + "\n".join(lines) + "\n")
     return spec.config_path
+
+
+def _reuse_ports(spec: NodeSpec) -> NodeSpec:
+    """A node whose config exists from an earlier run keeps its ports (the voters do not change
+    under a restarted cluster)."""
+    if not spec.config_path.exists():
+        return spec
+    from samsa.config import read_properties
+
+    ports = {}
+    for item in read_properties(str(spec.config_path)).get("listeners", "").split(","):
+        name, sep, rest = item.strip().partition("://")
+        if sep and rest.rpartition(":")[2].isdigit():
+            ports[name] = int(rest.rpartition(":")[2])
+    return replace(spec, port=ports.get(PLAINTEXT, spec.port) if spec.is_broker else 0,
+                   controller_port=ports.get(CONTROLLER, spec.controller_port)
+                   if spec.is_controller else 0)
 
 
 def child_env() -> dict[str, str]:
@@ -281,6 +298,8 @@ class SamsaCluster:
         self.startup_timeout = startup_timeout
         self.cluster_id = cluster_id or self._existing_cluster_id() or random_cluster_id()
         self.specs = plan_nodes(n, roles, self.data_dir, controllers, base_port)
+        if base_port is None:
+            self.specs = [_reuse_ports(s) for s in self.specs]
         self.voters = voters_of(self.specs)
         self.nodes = [ClusterNode(s, startup_timeout) for s in self.specs]
         self._formatted = False
