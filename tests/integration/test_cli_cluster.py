@@ -14,12 +14,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.cli.main import main
-from samsa.testing import SamsaBroker, SamsaCluster, free_port
+from samsa.testing import ClusterNode, SamsaBroker, SamsaCluster, free_port
+from samsa.testing.cluster import NodeSpec
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -246,3 +248,39 @@ def test_cluster_up_prints_bootstrap_and_stops_on_sigint(
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert sorted(os.listdir(data_dir)) == ["cluster.id", "node-1", "node-2", "node-3"]
+
+
+def test_node_lifecycle_single_node(tmp_path: Path) -> None:
+    """ClusterNode's process control and SamsaCluster's wire questions, on one embedded-default
+    node (no voters configured: a combined single voter), which runs today."""
+    port = free_port()
+    spec = NodeSpec(1, ("broker",), "127.0.0.1", port, 0, tmp_path / "node-1")
+    spec.data_dir.mkdir(parents=True)
+    spec.config_path.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={spec.log_dir}\n")
+    cluster = SamsaCluster(1, data_dir=tmp_path)
+    node = ClusterNode(spec, startup_timeout=30)
+    cluster.nodes = [node]
+    try:
+        node.start()
+        pid = node.pid
+        assert pid is not None and node.running
+        assert cluster.wait_for_leader(20) == 1
+        assert cluster.wait_brokers(1, 20) == [1]
+        node.pause()
+        assert cluster.active_controller() is None  # a paused node is not asked
+        with pytest.raises(TimeoutError):
+            cluster.wait_for_leader(0.3)
+        node.resume()
+        assert cluster.active_controller() == 1
+        node.kill()
+        assert not node.running and node.pid is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        node.start()
+        assert cluster.wait_for_leader(20) == 1
+        node.pause()
+        node.stop()  # SIGTERM reaches a paused node too (SIGCONT first)
+        assert not node.running
+        assert "listening on" in node.log_text()
+    finally:
+        node.kill()
