@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import serve
+from . import serve, storage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="samsa", description="Samsa: Kafka-compatible streaming")
     sub = parser.add_subparsers(dest="command", required=True)
     serve.add_parser(sub)
+    storage.add_parser(sub)
     from . import clients
     clients.add_parsers(sub)
     from . import cluster, metadata_quorum

@@ -152,6 +152,29 @@ KAFKA_40_BROKER: dict[str, tuple[str, str | None, str]] = {
     "group.max.session.timeout.ms": ("int", "1800000", "read-only"),
     "group.consumer.heartbeat.interval.ms": ("int", "5000", "read-only"),
     "group.consumer.session.timeout.ms": ("int", "45000", "read-only"),
+    "controller.listener.names": ("string", None, "read-only"),
+    "inter.broker.listener.name": ("string", None, "read-only"),
+    "listener.security.protocol.map": (
+        "string", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "per-broker"),
+    "controller.quorum.voters": ("list", "", "read-only"),
+    "controller.quorum.bootstrap.servers": ("list", "", "read-only"),
+    "controller.quorum.election.timeout.ms": ("int", "1000", "read-only"),
+    "controller.quorum.fetch.timeout.ms": ("int", "2000", "read-only"),
+    "controller.quorum.election.backoff.max.ms": ("int", "1000", "read-only"),
+    "controller.quorum.request.timeout.ms": ("int", "2000", "read-only"),
+    "controller.quorum.retry.backoff.ms": ("int", "20", "read-only"),
+    "controller.quorum.append.linger.ms": ("int", "25", "read-only"),
+    "broker.heartbeat.interval.ms": ("int", "2000", "read-only"),
+    "broker.session.timeout.ms": ("int", "9000", "read-only"),
+    "initial.broker.registration.timeout.ms": ("int", "60000", "read-only"),
+    "broker.rack": ("string", None, "read-only"),
+    "metadata.log.dir": ("string", None, "read-only"),
+    "metadata.log.max.record.bytes.between.snapshots": ("long", "20971520", "read-only"),
+    "metadata.log.max.snapshot.interval.ms": ("long", "3600000", "read-only"),
+    "metadata.log.segment.bytes": ("int", "1073741824", "read-only"),
+    "metadata.max.retention.bytes": ("long", "104857600", "read-only"),
+    "metadata.max.retention.ms": ("long", "604800000", "read-only"),
 }
 
 # Deliberate differences (docs/compatibility.md). A single node gets usable defaults ...
@@ -159,9 +182,13 @@ SAMSA_DEFAULTS = {"node.id": "1", "broker.id": "1", "process.roles": "broker,con
                   "listeners": "PLAINTEXT://127.0.0.1:9092", "log.dirs": "./samsa-data",
                   "offsets.topic.replication.factor": "1",
                   "transaction.state.log.replication.factor": "1",
-                  "transaction.state.log.min.isr": "1"}
+                  "transaction.state.log.min.isr": "1",
+                  # a node needs no extra settings to name its controller and broker listeners
+                  "controller.listener.names": "CONTROLLER",
+                  "inter.broker.listener.name": "PLAINTEXT"}
 # ... and these, dynamic in Kafka, need a restart in Samsa (so Samsa reports them read-only).
-SAMSA_READ_ONLY = {"listeners", "log.cleaner.backoff.ms", "log.cleaner.threads",
+SAMSA_READ_ONLY = {"listeners", "listener.security.protocol.map", "log.cleaner.backoff.ms",
+                   "log.cleaner.threads",
                    "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
                    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
                    "producer.id.expiration.ms"}
