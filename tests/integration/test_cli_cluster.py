@@ -208,7 +208,7 @@ def cluster_up() -> Iterator[tuple[subprocess.Popen[str], str]]:
     with tempfile.TemporaryDirectory(prefix="samsa-up-") as d:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
         proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "cluster", "up",
-                                 "--nodes", "3", "--data-dir", d, "--startup-timeout", "40"],
+                                 "--nodes", "3", "--data-dir", d, "--startup-timeout", "30"],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env=env, start_new_session=True)
         try:
