@@ -15,6 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     storage.add_parser(sub)
     from . import clients
     clients.add_parsers(sub)
+    from . import cluster, metadata_quorum
+    cluster.add_parser(sub)
+    metadata_quorum.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

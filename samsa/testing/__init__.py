@@ -4,7 +4,8 @@
     with SamsaBroker() as b:
         Producer({"bootstrap.servers": b.bootstrap})
 
-Installed as a pytest plugin too: the `samsa_broker` fixture (one broker per test module).
+Installed as a pytest plugin too: the `samsa_broker` fixture (one broker per test module) and
+`samsa_cluster` (a 3-node cluster per test module, samsa.testing.cluster.SamsaCluster).
 """
 
 from __future__ import annotations
@@ -116,3 +117,8 @@ class SamsaBroker:
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+from .cluster import ClusterNode, SamsaCluster  # noqa: E402 - cluster imports free_port from here
+
+__all__ = ["ClusterNode", "SamsaBroker", "SamsaCluster", "free_port"]

@@ -1,4 +1,5 @@
-"""pytest plugin: the `samsa_broker` fixture, a real broker shared by the tests of one module."""
+"""pytest plugin: the `samsa_broker` fixture, a real broker shared by the tests of one module, and
+`samsa_cluster`, a real 3-node cluster (combined broker+controller nodes) shared the same way."""
 
 from __future__ import annotations
 
@@ -6,10 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from . import SamsaBroker
+from . import SamsaBroker, SamsaCluster
 
 
 @pytest.fixture(scope="module")
 def samsa_broker() -> Iterator[SamsaBroker]:
     with SamsaBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def samsa_cluster() -> Iterator[SamsaCluster]:
+    with SamsaCluster(3) as cluster:
+        yield cluster
