@@ -8,42 +8,57 @@ import time
 from pathlib import Path
 from typing import Any
 
-from samsa.cluster.controller import Controller, ControllerError
+from samsa.cluster.controller import ControllerError
 from samsa.cluster.internal_topic import InternalTopic
-from samsa.cluster.metadata import MetadataLog
+from samsa.cluster.node import ClusterNode
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
+from samsa.protocol.errors import Err
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
+from .controller_client import ControllerClient
 from .fetch_sessions import FetchSessionCache
-from .handlers import HANDLERS
+from .handlers import BROKER_SPEC, CONTROLLER_SPEC, HANDLERS, ListenerSpec
+from .lifecycle import BrokerLifecycle
 from .server import KafkaConnection, NetworkLimits
 
 log = logging.getLogger("samsa.broker")
 
 
-def parse_listener(value: str) -> tuple[str, str, int]:
-    """'PLAINTEXT://host:port' -> (name, host, port)."""
-    first = value.split(",")[0].strip()
-    name, _, rest = first.partition("://")
-    host, _, port = rest.rpartition(":")
-    return name, host.strip("[]"), int(port)
-
-
 class Broker:
+    """One Samsa node: the broker role (client listeners, partition logs, coordinators) and,
+    through its ClusterNode, the metadata quorum and the controller role."""
+
     def __init__(self, config: BrokerConfig) -> None:
+        from samsa.broker.listeners import validate_node
+        from samsa.cluster.channel import ChannelPool
+
         self.config = config
         self.node_id = config.node_id
-        _, self.bind_host, self.bind_port = parse_listener(config.get("listeners") or "")
+        self.bind_listeners, self.advertised_listeners = validate_node(config)
+        ctrl_names = {n.strip() for n in
+                      (config.get("controller.listener.names") or "CONTROLLER").split(",")}
+        self.controller_listeners = [ln for ln in self.bind_listeners if ln.name in ctrl_names]
+        self.broker_listeners = [ln for ln in self.bind_listeners if ln.name not in ctrl_names]
+        self.advertised_broker_listeners = [ln for ln in self.advertised_listeners
+                                            if ln.name not in ctrl_names]
+        self.inter_broker_listener = config.get("inter.broker.listener.name") or (
+            self.broker_listeners[0].name if self.broker_listeners else "PLAINTEXT")
+        ctrl = self.controller_listeners[0] if self.controller_listeners else None
+        self.node = ClusterNode(config, (ctrl.host, ctrl.port) if ctrl else None)
+        self.is_broker = "broker" in self.node.roles
+        first = self.broker_listeners[0] if self.broker_listeners else ctrl
+        self.bind_host, self.bind_port = (first.host, first.port) if first else ("127.0.0.1", 0)
         self.logs = LogManager(config.log_dirs, CleanerConfig.from_broker(config.get))
-        self.meta: MetadataLog | None = None
-        self.controller: Controller
+        self.controller = ControllerClient(self)
+        self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}")
+        self.lifecycle = BrokerLifecycle(self)
         self.groups: GroupCoordinator
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
@@ -54,27 +69,47 @@ class Broker:
             per_connection=config.get_int("queued.max.requests.per.connection"),
             max_connections=config.get_int("max.connections"),
             max_per_ip=config.get_int("max.connections.per.ip"))
-        self.server: asyncio.AbstractServer | None = None
+        self.servers: list[asyncio.AbstractServer] = []
         self.host = self.bind_host
         self.port = self.bind_port
         self._stopped = asyncio.Event()
+        self._hosting = False  # partition logs follow the image from now on
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
+
+    def controller_channel(self) -> Any:
+        """The NodeChannel to the active controller's CONTROLLER listener; None if unknown."""
+        leader = self.node.leader_id
+        ep = self.node.controller_endpoint()
+        if leader is None or ep is None or leader == self.node_id:
+            return None  # unknown, or this node (becoming active: callers retry)
+        return self.channels.set_address(leader, ep[0], ep[1])
+
+    async def _listen(self, listener: Any, spec: ListenerSpec) -> int:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: KafkaConnection(self, spec, listener.name), listener.host,
+                                          listener.port, reuse_address=True, backlog=1024)
+        self.servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
 
     async def start(self) -> None:
         warm_up(apis.SUPPORTED)
         clean = self.logs.detect_clean()
-        meta_dir = self.config.log_dirs[0]
-        self.meta = MetadataLog(Path(meta_dir), clean)
-        image = self.meta.replay()
-        self.controller = Controller(self.config, self.meta, self.logs)
-        await self.controller.ensure_cluster_id()
+        cluster_id = self.node.prepare_storage()
+        for ln in self.controller_listeners:
+            await self._listen(ln, CONTROLLER_SPEC)
+        self.node.subscribe(self._on_metadata)
+        await self.node.start()
+        if not self.is_broker:
+            log.info("Samsa controller %d started (cluster %s)", self.node_id, cluster_id)
+            return
+        await self.node.wait_caught_up()
+        image = self.node.image
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
-        # partitions recorded in metadata but missing on disk (e.g. crash right after creation)
-        for t in image.topics.values():
-            for p in range(t.partitions):
-                if self.logs.get(t.name, p) is None:
-                    self.logs.create(t.name, p, self.controller.log_config(t.name))
+        self._hosting = True
+        self._reconcile()
+        self.lifecycle.start()
+        await self._wait_unfenced()
         self.groups = self._group_coordinator()
         self.groups.load()
         self.groups.start()
@@ -82,25 +117,79 @@ class Broker:
         self.txn.load()
         self.txn.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop())
-        loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: KafkaConnection(self), self.bind_host,
-                                               self.bind_port, reuse_address=True, backlog=1024)
-        sock = self.server.sockets[0]
-        self.port = sock.getsockname()[1]
-        adv = self.config.get("advertised.listeners")
-        if adv:
-            _, self.host, self.port = parse_listener(adv)
+        for ln in self.broker_listeners:
+            port = await self._listen(ln, BROKER_SPEC)
+            if ln is self.broker_listeners[0]:
+                self.port = port
+        adv = [a for a in self.advertised_broker_listeners
+               if a.name == self.broker_listeners[0].name] if self.broker_listeners else []
+        if adv and self.config.get("advertised.listeners"):
+            self.host, self.port = adv[0].host, adv[0].port
         self.logs.start_background(self.config.get_int("log.retention.check.interval.ms"),
                                    self.config.get_int("log.flush.scheduler.interval.ms"))
         log.info("Samsa broker %d listening on %s:%d (cluster %s, %s start)", self.node_id,
-                 self.bind_host, self.port, image.cluster_id, "clean" if clean else "recovered")
+                 self.bind_host, self.port, cluster_id, "clean" if clean else "recovered")
+
+    async def _wait_unfenced(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.lifecycle.unfenced.wait(), 5.0)
+                return
+            except asyncio.TimeoutError:
+                log.warning("broker %d is not unfenced yet (registered: %s); waiting for the "
+                            "active controller", self.node_id, self.lifecycle.broker_epoch >= 0)
+
+    # ---- the image -> local partitions -----------------------------------------------------
+    def hosts(self, st: Any) -> bool:
+        """This broker holds the data of a partition: its first replica (part 1: the leader's
+        replica only; followers come with replication)."""
+        return bool(st.replicas) and st.replicas[0] == self.node_id
+
+    def leads(self, topic: str, partition: int) -> bool:
+        t = self.node.image.topics.get(topic)
+        st = t.partitions.get(partition) if t is not None else None
+        return st is not None and st.leader == self.node_id
+
+    def _on_metadata(self, records: list[Any], full: bool) -> None:
+        if not self._hosting:
+            return
+        from samsa.cluster.metadata import records as rec
+
+        if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord)
+                       for r in records):
+            self._reconcile()
+        topics: set[str] = set()
+        all_topics = full
+        for r in records:
+            if isinstance(r, rec.ConfigRecord):
+                if r.resource_type == rec.TOPIC_RESOURCE:
+                    topics.add(r.resource_name)
+                else:
+                    all_topics = True
+        for name in (self.node.image.topics if all_topics else topics):
+            if name in self.node.image.topics:
+                self.logs.update_config(name, self.controller.log_config(name))
+
+    def _reconcile(self) -> None:
+        """Make the local partition logs match the image: create the ones this broker hosts,
+        delete topics the image no longer has."""
+        image = self.node.image
+        for name, t in image.topics.items():
+            cfg = None
+            for p, st in t.partitions.items():
+                if self.hosts(st) and self.logs.get(name, p) is None:
+                    cfg = cfg or self.controller.log_config(name)
+                    self.logs.create(name, p, cfg)
+        for name in {k[0] for k in self.logs.logs} - set(image.topics):
+            self.logs.delete_topic(name)
 
     def _group_coordinator(self) -> GroupCoordinator:
         c = self.config
         topic = InternalTopic(self.controller, self.logs, "__consumer_offsets",
                               c.get_int("offsets.topic.num.partitions"),
                               {"cleanup.policy": "compact",
-                               "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"})
+                               "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"},
+                              c.get_int("offsets.topic.replication.factor"))
         cfg = GroupConfig(
             min_session_ms=c.get_int("group.min.session.timeout.ms"),
             max_session_ms=c.get_int("group.max.session.timeout.ms"),
@@ -110,14 +199,14 @@ class Broker:
             retention_check_ms=c.get_int("offsets.retention.check.interval.ms"),
             consumer_heartbeat_ms=c.get_int("group.consumer.heartbeat.interval.ms"),
             consumer_session_ms=c.get_int("group.consumer.session.timeout.ms"))
-        return GroupCoordinator(topic, cfg,
-                                lambda t, p: self.logs.get(t, p) is not None)
+        return GroupCoordinator(topic, cfg, self.partition_exists)
 
     def _txn_coordinator(self) -> TransactionCoordinator:
         c = self.config
         topic = InternalTopic(self.controller, self.logs, "__transaction_state",
                               c.get_int("transaction.state.log.num.partitions"),
-                              {"cleanup.policy": "compact", "segment.bytes": "104857600"})
+                              {"cleanup.policy": "compact", "segment.bytes": "104857600"},
+                              c.get_int("transaction.state.log.replication.factor"))
         cfg = TxnConfig(
             max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
             check_interval_ms=c.get_int(
@@ -126,7 +215,7 @@ class Broker:
         return TransactionCoordinator(
             topic, cfg, self.controller.allocate_producer_id, self._write_markers,
             lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),
-            lambda t, p: self.logs.get(t, p) is not None)
+            self.partition_exists)
 
     async def _expire_producers_loop(self) -> None:
         """Idle producers' idempotence state goes after producer.id.expiration.ms (Kafka checks
@@ -157,19 +246,23 @@ class Broker:
             await lg.flush()
 
     async def stop(self) -> None:
+        if self.is_broker and self._hosting:
+            await self.lifecycle.controlled_shutdown(
+                min(5.0, self.config.get_int("broker.session.timeout.ms") / 1000))
+        await self.lifecycle.stop()
         if hasattr(self, "_producer_expiry"):
             self._producer_expiry.cancel()
         if hasattr(self, "txn"):
             self.txn.stop()
         if hasattr(self, "groups"):
             self.groups.stop()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
         for c in list(self.connections):
             c.close()
+        await self.node.stop()
+        await self.channels.close()
         self.logs.shutdown()
-        if self.meta is not None:
-            self.meta.close(clean=True)
         self._stopped.set()
 
     async def wait_stopped(self) -> None:
@@ -177,7 +270,21 @@ class Broker:
 
     # ---- helpers for handlers ------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        return self.logs.get(topic, partition)
+        """The log of a partition this broker leads; None otherwise (see partition_error)."""
+        lg = self.logs.get(topic, partition)
+        if lg is None or not self.leads(topic, partition):
+            return None
+        return lg
+
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        t = self.node.image.topics.get(topic)
+        return t is not None and partition in t.partitions
+
+    def partition_error(self, topic: str, partition: int) -> int:
+        """Why partition_log gave None: the partition is elsewhere (or offline) or unknown."""
+        if self.partition_exists(topic, partition):
+            return Err.NOT_LEADER_OR_FOLLOWER
+        return Err.UNKNOWN_TOPIC_OR_PARTITION
 
     async def auto_create(self, topic: str) -> bool:
         if not self.config.get_bool("auto.create.topics.enable"):

@@ -38,6 +38,7 @@ from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .handlers import ListenerSpec
 
 log = logging.getLogger("samsa.server")
 _HDR = struct.Struct(">ihhi")
@@ -73,21 +74,23 @@ def _release_result(fut: asyncio.Future[Response | None]) -> None:
 
 
 class RequestContext:
-    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn")
+    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn", "frame")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
-                 conn: KafkaConnection) -> None:
+                 conn: KafkaConnection, frame: bytes = b"") -> None:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.conn = conn
+        self.frame = frame  # the request as received (header included): forwarding, Raft RPCs
 
 
-def unsupported_api_versions(correlation_id: int) -> list[bytes]:
+def unsupported_api_versions(correlation_id: int,
+                             advertised: dict[int, tuple[int, int]] | None = None) -> list[bytes]:
     """ApiVersions answer for a version we do not know: v0 body + v0 header, error 35 and our ranges
     (the client then retries with a version from the list)."""
-    keys = sorted(apis.ADVERTISED.items())
+    keys = sorted((advertised or apis.ADVERTISED).items())
     body = struct.pack(">ihi", correlation_id, 35, len(keys))
     body += b"".join(struct.pack(">hhh", k, lo, hi) for k, (lo, hi) in keys)
     return [struct.pack(">i", len(body)), body]
@@ -118,8 +121,15 @@ OutItem = bytes | bytearray | memoryview | _SliceCursor
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, spec: ListenerSpec | None = None,
+                 listener_name: str | None = None) -> None:
+        from .handlers import BROKER_SPEC
+
         self.broker = broker
+        self.listener_name = listener_name
+        self.spec = spec or BROKER_SPEC
+        self.handlers = self.spec.handlers
+        self.supported = self.spec.supported
         self.limits: NetworkLimits = broker.network_limits
         self.max_request = self.limits.max_request
         self.buf = bytearray()
@@ -250,10 +260,10 @@ class KafkaConnection(asyncio.Protocol):
     # ---- dispatch ----------------------------------------------------------------------
     def _handle(self, frame: bytes) -> None:
         key, version, corr = struct.unpack_from(">hhi", frame, 0)
-        rng = apis.SUPPORTED.get(key)
+        rng = self.supported.get(key)
         if rng is None or not rng[0] <= version <= rng[1]:
             if key == apis.API_VERSIONS:
-                self._respond_in_order(unsupported_api_versions(corr))
+                self._respond_in_order(unsupported_api_versions(corr, self.spec.advertised))
                 return
             log.info("closing connection: unsupported api key %d version %d", key, version)
             self.close()
@@ -264,8 +274,8 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing connection: cannot decode api %d v%d: %s", key, version, e)
             self.close()
             return
-        ctx = RequestContext(key, version, corr, header.client_id, self)
-        handler = self.broker.handlers[key]
+        ctx = RequestContext(key, version, corr, header.client_id, self, frame)
+        handler = self.handlers[key]
         try:
             result = handler(self.broker, ctx, body)
         except Exception:

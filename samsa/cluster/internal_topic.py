@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from typing import Any
 from dataclasses import dataclass
 
 from samsa.protocol.batch import read_header
@@ -13,7 +14,7 @@ from samsa.protocol.records import control_marker, decode_batch, encode_batch, i
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
 
-from .controller import Controller, ControllerError
+from .controller import ControllerError
 
 
 def java_string_hash(s: str) -> int:
@@ -32,13 +33,14 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 class InternalTopic:
-    def __init__(self, controller: Controller, logs: LogManager, name: str, partitions: int,
-                 configs: dict[str, str]) -> None:
+    def __init__(self, controller: Any, logs: LogManager, name: str, partitions: int,
+                 configs: dict[str, str], replication: int = -1) -> None:
         self.controller = controller
         self.logs = logs
         self.name = name
         self.partitions = partitions
         self.configs = configs
+        self.replication = replication
         self._lock = asyncio.Lock()
 
     @property
@@ -46,22 +48,27 @@ class InternalTopic:
         return self.name in self.controller.image.topics
 
     async def ensure(self) -> None:
-        """Create the topic on first use; serialised so that nobody sees it half-created."""
-        if self.exists and self.logs.get(self.name, self.partitions - 1) is not None:
+        """Create the topic on first use (through the active controller); serialised so that
+        nobody sees it half-created. The broker opens the logs of the partitions it hosts when
+        the records are applied."""
+        if self.exists:
+            self.partitions = self.controller.image.topics[self.name].count
             return
         async with self._lock:
             if not self.exists:
                 try:
-                    await self.controller.create_topic(self.name, self.partitions, 1,
+                    await self.controller.create_topic(self.name, self.partitions, self.replication,
                                                        dict(self.configs), internal=True)
                 except ControllerError as e:
                     if e.code != 36:
                         raise
-            self.partitions = self.controller.image.topics[self.name].partitions
-            cfg = self.controller.log_config(self.name)
-            for p in range(self.partitions):  # logs missing after an interrupted creation
-                if self.logs.get(self.name, p) is None:
-                    self.logs.create(self.name, p, cfg)
+            t = self.controller.image.topics.get(self.name)
+            if t is not None:
+                self.partitions = t.count
+
+    def hosted(self, partition: int) -> bool:
+        """This broker holds the partition's log (it leads it)."""
+        return self.logs.get(self.name, partition) is not None
 
     def partition_of(self, key: str) -> int:
         return partition_for(key, self.partitions)
@@ -93,7 +100,7 @@ class InternalTopic:
         transactional flag and, for control batches, the marker type (0 abort, 1 commit)."""
         if not self.exists:
             return
-        self.partitions = self.controller.image.topics[self.name].partitions
+        self.partitions = self.controller.image.topics[self.name].count
         for p in range(self.partitions):
             lg = self.logs.get(self.name, p)
             if lg is None:

@@ -43,6 +43,14 @@ ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
 DESCRIBE_QUORUM = 55
 DESCRIBE_TOPIC_PARTITIONS = 75
+VOTE = 52
+BEGIN_QUORUM_EPOCH = 53
+END_QUORUM_EPOCH = 54
+FETCH_SNAPSHOT = 59
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
+ALLOCATE_PRODUCER_IDS = 67
+WRITE_TXN_MARKERS = 27
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -96,3 +104,26 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # are refused (KIP-896 removed them; a request closes the connection): older librdkafka versions
 # (2.0.2, in kcat's Debian package) compress produce batches only when the broker lists Produce v0.
 ADVERTISED: dict[int, tuple[int, int]] = {**SUPPORTED, PRODUCE: (0, SUPPORTED[PRODUCE][1])}
+
+
+# The CONTROLLER listener serves the KRaft quorum (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and
+# FetchSnapshot of __cluster_metadata, DescribeQuorum), brokers' registration, heartbeats and
+# producer id blocks, and the admin requests brokers forward to the active controller.
+CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
+    API_VERSIONS: (0, 4),
+    FETCH: (17, 17),
+    VOTE: (2, 2),
+    BEGIN_QUORUM_EPOCH: (1, 1),
+    END_QUORUM_EPOCH: (1, 1),
+    DESCRIBE_QUORUM: (0, 2),
+    FETCH_SNAPSHOT: (1, 1),
+    BROKER_REGISTRATION: (0, 4),
+    BROKER_HEARTBEAT: (0, 1),
+    ALLOCATE_PRODUCER_IDS: (0, 0),
+    CREATE_TOPICS: SUPPORTED[CREATE_TOPICS],
+    DELETE_TOPICS: SUPPORTED[DELETE_TOPICS],
+    CREATE_PARTITIONS: SUPPORTED[CREATE_PARTITIONS],
+    ALTER_CONFIGS: SUPPORTED[ALTER_CONFIGS],
+    INCREMENTAL_ALTER_CONFIGS: SUPPORTED[INCREMENTAL_ALTER_CONFIGS],
+    DESCRIBE_CLUSTER: SUPPORTED[DESCRIBE_CLUSTER],
+}

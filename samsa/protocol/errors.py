@@ -53,3 +53,13 @@ class Err(IntEnum):
     GROUP_ID_NOT_FOUND = 69
     NON_EMPTY_GROUP = 68
     UNSTABLE_OFFSET_COMMIT = 88
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+
+    @classmethod
+    def name_of(cls, code: int) -> str:
+        """Kafka's name of an error code, or the number if Samsa does not know it."""
+        try:
+            return cls(code).name
+        except ValueError:
+            return str(code)

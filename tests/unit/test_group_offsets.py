@@ -9,7 +9,7 @@ from pathlib import Path
 
 from samsa.cluster.controller import Controller
 from samsa.cluster.internal_topic import InternalTopic
-from samsa.cluster.metadata import MetadataLog
+from samsa.cluster.metadata.legacy import MetadataLog
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.storage.manager import LogManager

@@ -257,7 +257,7 @@ def test_batches_out_of_order_end_the_log(tmp_path: Path) -> None:
 def test_a_foreign_log_is_refused_not_truncated(tmp_path: Path) -> None:
     """Today's single-node metadata log (samsa/cluster/metadata.py) lives in a directory of the
     same name; opening it as a Raft log must fail loudly, leaving its files alone."""
-    from samsa.cluster.metadata import MetadataLog
+    from samsa.cluster.metadata.legacy import MetadataLog
 
     async def write() -> None:
         ml = MetadataLog(tmp_path, clean=True)

@@ -3,11 +3,24 @@ response dict, an awaitable of one, or None (no response)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from samsa.protocol import apis
 
-from . import admin, configs, fetch, groups, meta, offsets, produce, producer_ids, topics, txn
+from . import (
+    admin,
+    configs,
+    controller_apis,
+    fetch,
+    groups,
+    meta,
+    offsets,
+    produce,
+    producer_ids,
+    topics,
+    txn,
+)
 
 HANDLERS: dict[int, Any] = {
     apis.API_VERSIONS: meta.api_versions,
@@ -52,3 +65,38 @@ HANDLERS: dict[int, Any] = {
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
 }
+
+
+CONTROLLER_HANDLERS: dict[int, Any] = {
+    apis.API_VERSIONS: controller_apis.api_versions,
+    apis.FETCH: controller_apis.quorum_rpc,
+    apis.VOTE: controller_apis.quorum_rpc,
+    apis.BEGIN_QUORUM_EPOCH: controller_apis.quorum_rpc,
+    apis.END_QUORUM_EPOCH: controller_apis.quorum_rpc,
+    apis.DESCRIBE_QUORUM: admin.describe_quorum,
+    apis.FETCH_SNAPSHOT: controller_apis.quorum_rpc,
+    apis.BROKER_REGISTRATION: controller_apis.broker_registration,
+    apis.BROKER_HEARTBEAT: controller_apis.broker_heartbeat,
+    apis.ALLOCATE_PRODUCER_IDS: controller_apis.allocate_producer_ids,
+    apis.CREATE_TOPICS: topics.create_topics,
+    apis.DELETE_TOPICS: topics.delete_topics,
+    apis.CREATE_PARTITIONS: topics.create_partitions,
+    apis.ALTER_CONFIGS: configs.alter_configs,
+    apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
+    apis.DESCRIBE_CLUSTER: meta.describe_cluster,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    """What a listener serves: its handlers, the versions it accepts and advertises."""
+
+    controller: bool
+    handlers: dict[int, Any]
+    supported: dict[int, tuple[int, int]]
+    advertised: dict[int, tuple[int, int]]
+
+
+BROKER_SPEC = ListenerSpec(False, HANDLERS, apis.SUPPORTED, apis.ADVERTISED)
+CONTROLLER_SPEC = ListenerSpec(True, CONTROLLER_HANDLERS, apis.CONTROLLER_SUPPORTED,
+                               apis.CONTROLLER_SUPPORTED)

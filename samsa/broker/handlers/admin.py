@@ -18,6 +18,9 @@ from samsa.cluster.controller import ControllerError, validate_topic_name
 from samsa.cluster.metadata import METADATA_TOPIC, TopicImage
 from samsa.protocol.errors import Err
 
+from .forward import forward
+from .meta import partition_entry
+
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
@@ -66,12 +69,12 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
                 topics.append(_unknown_topic(name))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
-        upper = min(t.partitions, start + remaining)
-        parts = [_partition(broker, p) for p in range(max(start, 0), upper)]
+        upper = min(t.count, start + remaining)
+        parts = [_partition(broker, p, t.partitions.get(p)) for p in range(max(start, 0), upper)]
         topics.append({"error_code": 0, "name": name, "topic_id": t.topic_id,
                        "is_internal": t.internal, "partitions": parts,
                        "topic_authorized_operations": TOPIC_OPERATIONS})
-        if upper < t.partitions:
+        if upper < t.count:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
         remaining -= len(parts)
@@ -89,16 +92,15 @@ def _unknown_topic(name: str) -> dict[str, Any]:
             "partitions": [], "topic_authorized_operations": TOPIC_OPERATIONS}
 
 
-def _partition(broker: Broker, index: int) -> dict[str, Any]:
-    node = broker.node_id
-    return {"error_code": 0, "partition_index": index, "leader_id": node, "leader_epoch": 0,
-            "replica_nodes": (node,), "isr_nodes": (node,), "eligible_leader_replicas": (),
-            "last_known_elr": (), "offline_replicas": ()}
+def _partition(broker: Broker, index: int, st: Any) -> dict[str, Any]:
+    return {**partition_entry(broker, index, st), "eligible_leader_replicas": (),
+            "last_known_elr": ()}
 
 
 # ---- DescribeQuorum (55) ------------------------------------------------------------------------
-def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    """The metadata quorum of a combined single node: this node is its only voter and leader."""
+async def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The metadata quorum as its leader sees it; a node that is not the leader asks the leader
+    (Kafka brokers forward DescribeQuorum to the active controller)."""
     topics = req.topics
     valid = (len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
              and len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == 0)
@@ -108,20 +110,36 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, 
                 {"partition_index": p.partition_index,
                  "error_code": Err.UNKNOWN_TOPIC_OR_PARTITION} for p in t.partitions]}
             for t in topics]}
-    assert broker.meta is not None
-    end = broker.meta.log.end_offset  # every metadata write is fsynced before it applies
-    now = int(time.time() * 1000)
-    node = broker.node_id
-    voter = {"replica_id": node, "replica_directory_id": uuid.UUID(int=0), "log_end_offset": end,
-             "last_fetch_timestamp": now, "last_caught_up_timestamp": now}
-    listener = (broker.config.get("listeners") or "PLAINTEXT://").split("://", 1)[0].strip()
+    node = broker.node
+    driver = node.driver
+    if driver is None or (not driver.is_leader and not ctx.conn.spec.controller):
+        return await forward(broker, ctx)
+    d = driver.describe()
+    if d.error_code:
+        return {"error_code": 0, "error_message": None, "nodes": [], "topics": [
+            {"topic_name": METADATA_TOPIC, "partitions": [
+                {"partition_index": 0, "error_code": d.error_code, "error_message": None,
+                 "leader_id": d.leader_id, "leader_epoch": d.leader_epoch,
+                 "high_watermark": -1, "current_voters": [], "observers": []}]}]}
+
+    def state(r: Any) -> dict[str, Any]:
+        return {"replica_id": r.replica_id, "replica_directory_id": uuid.UUID(int=0),
+                "log_end_offset": r.log_end_offset, "last_fetch_timestamp": r.last_fetch_timestamp,
+                "last_caught_up_timestamp": r.last_caught_up_timestamp}
+    nodes = []
+    ctrl_name = broker.controller_listeners[0].name if broker.controller_listeners else \
+        "CONTROLLER"
+    for v in node.voters.values():
+        nodes.append({"node_id": v.node_id, "listeners": [
+            {"name": ctrl_name, "host": v.host, "port": v.port}]})
     return {"error_code": 0, "error_message": None,
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
                 {"partition_index": 0, "error_code": 0, "error_message": None,
-                 "leader_id": node, "leader_epoch": QUORUM_LEADER_EPOCH, "high_watermark": end,
-                 "current_voters": [voter], "observers": []}]}],
-            "nodes": [{"node_id": node, "listeners": [
-                {"name": listener, "host": broker.host, "port": broker.port}]}]}
+                 "leader_id": d.leader_id, "leader_epoch": d.leader_epoch,
+                 "high_watermark": d.high_watermark,
+                 "current_voters": [state(r) for r in d.current_voters],
+                 "observers": [state(r) for r in d.observers]}]}],
+            "nodes": nodes}
 
 
 # ---- ElectLeaders (43) --------------------------------------------------------------------------
@@ -154,7 +172,7 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, An
 def _elect(t: TopicImage | None, name: str, p: int) -> tuple[int, str | None]:
     if t is None:
         return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
-    if not 0 <= p < t.partitions:
+    if p not in t.partitions:
         return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{p}"
     # the only replica leads: it is the preferred leader, and an unclean election has a leader
     return ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
@@ -179,7 +197,7 @@ def _reassign(broker: Broker, t: TopicImage | None, name: str, index: int,
               replicas: tuple[int, ...] | None) -> tuple[int, str | None]:
     if t is None:
         return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
-    if not 0 <= index < t.partitions:
+    if index not in t.partitions:
         return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
     if replicas is None:  # cancel
         return NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
@@ -188,7 +206,7 @@ def _reassign(broker: Broker, t: TopicImage | None, name: str, index: int,
             "The manual partition assignment includes an empty replica list."
     seen: set[int] = set()
     for b in sorted(replicas):
-        if b != broker.node_id:
+        if b not in broker.controller.node_ids:
             return Err.INVALID_REPLICA_ASSIGNMENT, \
                 f"The manual partition assignment includes broker {b}, but no such broker is " \
                 "registered."

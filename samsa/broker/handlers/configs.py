@@ -17,6 +17,8 @@ from samsa.config import (
 )
 from samsa.protocol.errors import Err
 
+from .forward import forward, must_forward
+
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
@@ -163,7 +165,9 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
     return r
 
 
-async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if must_forward(broker, ctx):
+        return await forward(broker, ctx, _configs_settled(broker))
     """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
     out = []
     for res in req.resources:
@@ -198,6 +202,8 @@ def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, s
 
 async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
                                     req: Any) -> dict[str, Any]:
+    if must_forward(broker, ctx):
+        return await forward(broker, ctx, _configs_settled(broker))
     out = []
     for res in req.resources:
         changes: dict[str, str | None] = {}
@@ -251,3 +257,14 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
                         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                         "total_bytes": usage.total, "usable_bytes": usage.free})
     return {"throttle_time": 0, "error_code": 0, "results": results}
+
+
+def _configs_settled(broker: Broker) -> Any:
+    """After a forwarded config change: wait until the local image has caught up with the
+    controller's log end at the time of the answer (the high watermark it learned)."""
+    driver = broker.node.driver
+
+    def settled(_resp: Any) -> Any:
+        target = driver.high_watermark - 1 if driver is not None else -1
+        return lambda: broker.node.image.offset >= target
+    return settled

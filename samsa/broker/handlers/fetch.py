@@ -59,7 +59,10 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
             idx = fp.partition
             lg = broker.partition_log(name, idx) if name is not None else None
             if lg is None:
-                out.append(FetchPartition(idx, unknown, -1, -1, -1, None, b""))
+                code = unknown if name is None else broker.partition_error(name, idx)
+                if code == Err.UNKNOWN_TOPIC_OR_PARTITION:
+                    code = unknown
+                out.append(FetchPartition(idx, code, -1, -1, -1, None, b""))
                 errors = True
                 continue
             logs.append(lg)

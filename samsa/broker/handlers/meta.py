@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError, validate_topic_name
-from samsa.cluster.metadata import TopicImage
+from samsa.cluster.metadata.image import PartitionState, TopicImage
 from samsa.protocol import apis
 from samsa.protocol.errors import Err
 
@@ -34,19 +34,49 @@ def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
             "finalized_features": _FINALIZED_FEATURES}
 
 
-def _brokers(broker: Broker) -> list[dict[str, Any]]:
-    return [{"node_id": broker.node_id, "broker_id": broker.node_id, "host": broker.host,
-             "port": broker.port, "rack": None}]
+def _brokers(broker: Broker, ctx: RequestContext | None = None) -> list[dict[str, Any]]:
+    """Live brokers with their endpoint on the listener the request came in on (Kafka answers
+    with the same listener name; the inter-broker listener for a controller-listener request)."""
+    name = getattr(getattr(ctx, "conn", None), "listener_name", None) \
+        or broker.inter_broker_listener
+    out = []
+    for b in broker.node.image.live_brokers():
+        ep = b.endpoints.get(name) or next(iter(b.endpoints.values()), None)
+        if ep is None:
+            continue
+        out.append({"node_id": b.broker_id, "broker_id": b.broker_id, "host": ep[0],
+                    "port": ep[1], "rack": b.rack})
+    return out
+
+
+def partition_entry(broker: Broker, index: int, st: PartitionState | None) -> dict[str, Any]:
+    """A partition as Metadata and DescribeTopicPartitions describe it (from the image)."""
+    if st is None:
+        return {"error_code": Err.UNKNOWN_TOPIC_OR_PARTITION, "partition_index": index,
+                "leader_id": -1, "leader_epoch": -1, "replica_nodes": (), "isr_nodes": (),
+                "offline_replicas": ()}
+    brokers = broker.node.image.brokers
+    offline = tuple(r for r in st.replicas if r not in brokers or brokers[r].fenced)
+    return {"error_code": Err.LEADER_NOT_AVAILABLE if st.leader < 0 else 0,
+            "partition_index": index, "leader_id": st.leader, "leader_epoch": st.leader_epoch,
+            "replica_nodes": st.replicas, "isr_nodes": st.isr, "offline_replicas": offline}
 
 
 def _topic_entry(broker: Broker, t: TopicImage) -> dict[str, Any]:
-    node = broker.node_id
     return {
         "error_code": 0, "name": t.name, "topic_id": t.topic_id, "is_internal": t.internal,
-        "partitions": [{"error_code": 0, "partition_index": p, "leader_id": node,
-                        "leader_epoch": 0, "replica_nodes": (node,), "isr_nodes": (node,),
-                        "offline_replicas": ()} for p in range(t.partitions)],
+        "partitions": [partition_entry(broker, p, st) for p, st in sorted(t.partitions.items())],
     }
+
+
+def controller_id(broker: Broker) -> int:
+    """Kafka's KRaft brokers name a random live broker as the controller (clients cannot reach
+    the controllers); the active controller when it is also a live broker."""
+    leader = broker.node.leader_id
+    if leader is not None and leader in broker.node.image.brokers \
+            and not broker.node.image.brokers[leader].fenced:
+        return leader
+    return broker.node.random_broker()
 
 
 async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -84,11 +114,11 @@ async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                                "topic_id": None, "partitions": []})
             else:
                 topics.append(_topic_entry(broker, t))
-    return {"throttle_time": 0, "brokers": _brokers(broker), "cluster_id": image.cluster_id,
-            "controller_id": broker.node_id, "topics": topics}
+    return {"throttle_time": 0, "brokers": _brokers(broker, ctx), "cluster_id": image.cluster_id,
+            "controller_id": controller_id(broker), "topics": topics}
 
 
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": broker.controller.image.cluster_id, "controller_id": broker.node_id,
-            "brokers": _brokers(broker)}
+            "cluster_id": broker.controller.image.cluster_id,
+            "controller_id": controller_id(broker), "brokers": _brokers(broker, ctx)}

@@ -25,7 +25,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
             r: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
                                  "timestamp": -1, "offset": -1, "leader_epoch": 0}
             if lg is None:
-                r["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                r["error_code"] = broker.partition_error(t.name, p.partition_index)
                 r["leader_epoch"] = -1
             else:
                 ts = p.timestamp
@@ -60,7 +60,7 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
             r: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1,
                                  "error_code": 0}
             if lg is None:
-                r["error_code"] = Err.UNKNOWN_TOPIC_OR_PARTITION
+                r["error_code"] = broker.partition_error(t.name, p.partition_index)
             elif "delete" not in lg.config.cleanup_policy:
                 r["error_code"] = Err.POLICY_VIOLATION  # Kafka: only topics that allow deletion
             else:

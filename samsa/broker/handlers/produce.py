@@ -106,7 +106,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 continue
             lg = broker.partition_log(td.name, pd.index)
             if lg is None:
-                parts.append(_error(pd.index, Err.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_error(pd.index, broker.partition_error(td.name, pd.index)))
                 continue
             r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
                             ctx.version)

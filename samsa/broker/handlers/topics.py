@@ -14,6 +14,8 @@ from samsa.protocol.errors import Err
 
 _ZERO_ID = uuid.UUID(int=0)
 
+from .forward import forward, must_forward, ok_names
+
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
@@ -42,9 +44,13 @@ def _requested_partitions(t: Any, default: int) -> int:
     return default if t.num_partitions == -1 else t.num_partitions
 
 
-async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Kafka's order: a request adding over 10,000 partitions fails whole (POLICY_VIOLATION);
     duplicate names fail (INVALID_REQUEST); each other topic is checked and created on its own."""
+    if must_forward(broker, ctx):
+        image = broker.node.image
+        return await forward(broker, ctx, lambda r: lambda: all(
+            n in image.topics for n in ok_names(r.topics)) or bool(req.validate_only))
     topics = list(req.topics or ())
     default_partitions = broker.config.get_int("num.partitions")
     too_large = request_total_too_large(_requested_partitions(t, default_partitions)
@@ -73,8 +79,10 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
                 partitions, replication = check_topic_assignments(
                     [(a.partition_index, a.broker_ids) for a in t.assignments],
                     broker.controller.node_ids)
-            tid = await broker.controller.create_topic(t.name, partitions, replication, configs,
-                                                       validate_only=req.validate_only)
+            tid = await broker.controller.create_topic(
+                t.name, partitions, replication, configs, validate_only=req.validate_only,
+                assignments=[tuple(a.broker_ids) for a in sorted(
+                    t.assignments, key=lambda a: a.partition_index)] if t.assignments else None)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
             continue
@@ -82,16 +90,20 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
             **broker.controller.topic_configs(""), **{k: v for k, v in configs.items() if v}}
         r.update(topic_id=tid,
                  num_partitions=partitions if partitions != -1 else default_partitions,
-                 replication_factor=1,
+                 replication_factor=_replication(broker, t.name, replication),
                  configs=[{"name": k, "value": eff.get(k), "read_only": False,
                            "config_source": 1 if k in configs else 5, "is_sensitive": False}
                           for k in TOPIC_CONFIGS])
     return {"throttle_time": 0, "topics": results}
 
 
-async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Each entry names a topic by name or (v6+) by id, not both; a name or id given twice fails
     (INVALID_REQUEST), as Kafka's controller answers."""
+    if must_forward(broker, ctx):
+        image = broker.node.image
+        return await forward(broker, ctx, lambda r: lambda: not any(
+            n in image.topics for n in ok_names(r.responses)))
     names = getattr(req, "topic_names", None)
     if names is not None and not getattr(req, "topics", None):
         items: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in names]
@@ -131,13 +143,19 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     return {"throttle_time": 0, "responses": results}
 
 
-async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """A request adding over 10,000 partitions in all fails whole (POLICY_VIOLATION, as Kafka's
     controller answers); duplicate names fail (INVALID_REQUEST); each other topic on its own."""
+    if must_forward(broker, ctx):
+        image = broker.node.image
+        want = {t.name: t.count for t in req.topics}
+        return await forward(broker, ctx, lambda r: lambda: bool(req.validate_only) or all(
+            n in image.topics and image.topics[n].count >= want.get(n, 0)
+            for n in ok_names(r.results)))
     topics = list(req.topics or ())
     image = broker.controller.image
     too_large = request_total_too_large(
-        t.count - image.topics[t.name].partitions for t in topics if t.name in image.topics)
+        t.count - image.topics[t.name].count for t in topics if t.name in image.topics)
     dups = _duplicates([t.name for t in topics])
     results = []
     for t in topics:
@@ -152,3 +170,10 @@ async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> di
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
     return {"throttle_time": 0, "results": results}
+
+
+def _replication(broker: Broker, name: str, asked: int) -> int:
+    t = broker.node.image.topics.get(name)
+    if t is not None and t.partitions:
+        return len(next(iter(t.partitions.values())).replicas)
+    return asked if asked != -1 else broker.config.get_int("default.replication.factor")

@@ -112,7 +112,7 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[st
             lg = broker.partition_log(t.name, p)
             if lg is None:
                 parts.append({"partition_index": p,
-                              "error_code": Err.UNKNOWN_TOPIC_OR_PARTITION,
+                              "error_code": broker.partition_error(t.name, p),
                               "error_message": None, "active_producers": []})
                 continue
             parts.append({"partition_index": p, "error_code": 0, "error_message": None,

@@ -2,13 +2,10 @@
 registrations, fencing, producer id blocks) and writes it as records.
 
 `QuorumController` (quorum.py) runs on the active controller of the KRaft quorum: it validates
-against the committed image and proposes records. `Controller` (single_node.py) is today's
-single-node controller, kept until the broker runs on the quorum."""
+against the committed image and proposes records through the quorum."""
 
 from ..limits import ControllerError
 from .quorum import HeartbeatReply, QuorumController
-from .single_node import Controller
 from .validation import validate_topic_name
 
-__all__ = ["Controller", "ControllerError", "HeartbeatReply", "QuorumController",
-           "validate_topic_name"]
+__all__ = ["ControllerError", "HeartbeatReply", "QuorumController", "validate_topic_name"]

@@ -1,6 +1,9 @@
 """Cluster metadata: KRaft's record types (`records`), the image every node builds from them
-(`image`), and, until the quorum is wired in, the single-node JSON metadata log (`legacy`)."""
+(`image`), snapshots of it (`snapshot`), and the reader of the old single-node JSON metadata log
+(`legacy`, `migrate`) that start-up migrates."""
 
-from .legacy import METADATA_TOPIC, MetadataImage, MetadataLog, TopicImage
+from .image import BrokerRegistration, MetadataImage, PartitionState, TopicImage
 
-__all__ = ["METADATA_TOPIC", "MetadataImage", "MetadataLog", "TopicImage"]
+METADATA_TOPIC = "__cluster_metadata"
+
+__all__ = ["METADATA_TOPIC", "BrokerRegistration", "MetadataImage", "PartitionState", "TopicImage"]

@@ -134,6 +134,12 @@ class QuorumDriver:
         return self._node.epoch if self._node else 0
 
     @property
+    def delivered_offset(self) -> int:
+        """The next offset on_commit will deliver: everything below was applied (control
+        records included, though not delivered)."""
+        return self._delivered
+
+    @property
     def is_leader(self) -> bool:
         return self._node is not None and self._node.leader_id == self.node_id
 

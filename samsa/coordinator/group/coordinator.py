@@ -87,7 +87,7 @@ class ConsumerProtocolMixin:
     consumer_session_ms: int
 
     def _partition_counts(self) -> dict[str, int]:
-        return {n: t.partitions for n, t in self.topic.controller.image.topics.items()}
+        return {n: t.count for n, t in self.topic.controller.image.topics.items()}
 
     def _topic_names(self) -> dict[uuid.UUID, str]:
         return {t.topic_id: n for n, t in self.topic.controller.image.topics.items()}

@@ -1,0 +1,189 @@
+"""The broker's way to the active controller: a direct call when this node is the active
+controller, a request over the CONTROLLER listener otherwise (Kafka forwards the same way).
+
+Handlers and coordinators call the methods below whatever the topology; the answers and
+ControllerErrors are the same either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from samsa.cluster.controller import ControllerError
+from samsa.cluster.metadata.image import MetadataImage
+from samsa.cluster.node import NotControllerError
+from samsa.protocol.errors import Err
+from samsa.storage.log import LogConfig
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+INCREMENTAL_ALTER_CONFIGS, ALLOCATE_PRODUCER_IDS = 44, 67
+RETRY_S = 0.05
+PRODUCER_ID_BLOCK_TIMEOUT_S = 30.0
+
+
+class ControllerClient:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.node = broker.node
+        self._pid_next = 0
+        self._pid_limit = 0
+        self._pid_lock = asyncio.Lock()
+
+    # ---- read side (the local image) --------------------------------------------------------
+    @property
+    def image(self) -> MetadataImage:
+        return self.node.image
+
+    def topic_configs(self, name: str) -> dict[str, str]:
+        """Effective topic configs: broker defaults overlaid with dynamic broker configs, then the
+        topic's own."""
+        eff = self.broker.config.topic_defaults()
+        eff.update(self.image.broker_configs_for_topics(self.node.node_id))
+        t = self.image.topics.get(name)
+        if t is not None:
+            eff.update(t.configs)
+        return eff
+
+    def log_config(self, name: str) -> LogConfig:
+        return LogConfig.from_topic(self.topic_configs(name))
+
+    @property
+    def node_ids(self) -> frozenset[int]:
+        return frozenset(b.broker_id for b in self.image.live_brokers())
+
+    # ---- write side ----------------------------------------------------------------------------
+    @property
+    def local(self) -> Any:
+        """The QuorumController when this node is the active controller, else None."""
+        return self.node.controller if self.node.active else None
+
+    async def _remote(self, api_key: int, version: int, body: dict[str, Any],
+                      timeout_s: float = 30.0) -> Any:
+        """Send a request to the active controller, retrying while there is none (or it moved)."""
+        from samsa.cluster.channel import ChannelError
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ch = self.broker.controller_channel()
+            if ch is not None:
+                try:
+                    resp = await ch.request(api_key, version, body)
+                    code = _top_error(resp)
+                    if code != Err.NOT_CONTROLLER:
+                        return resp
+                except ChannelError:
+                    pass
+            if time.monotonic() >= deadline:
+                raise ControllerError(Err.REQUEST_TIMED_OUT,
+                                      "The active controller could not be reached in time.")
+            await asyncio.sleep(RETRY_S)
+
+    async def create_topic(self, name: str, partitions: int, replication: int,
+                           configs: dict[str, str | None], validate_only: bool = False,
+                           internal: bool = False,
+                           assignments: Sequence[Sequence[int]] | None = None) -> uuid.UUID:
+        c = self.local
+        if c is not None:
+            try:
+                return await c.create_topic(name, partitions, replication, configs,
+                                            validate_only, assignments)
+            except NotControllerError:
+                pass
+        body = {"topics": [{"name": name, "num_partitions": partitions,
+                            "replication_factor": replication,
+                            "assignments": [{"partition_index": i, "broker_ids": tuple(b)}
+                                            for i, b in enumerate(assignments or ())],
+                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        resp = await self._remote(CREATE_TOPICS, 7, body)
+        t = resp.topics[0]
+        if t.error_code:
+            raise ControllerError(t.error_code, t.error_message or "")
+        if not validate_only:
+            await self.node.wait_applied(lambda: name in self.image.topics, 5.0)
+        return t.topic_id
+
+    async def delete_topic(self, name: str) -> None:
+        c = self.local
+        if c is not None:
+            await c.delete_topic(name)
+            return
+        resp = await self._remote(DELETE_TOPICS, 6, {"topics": [{"name": name}],
+                                                     "timeout_ms": 30000})
+        r = resp.responses[0]
+        if r.error_code:
+            raise ControllerError(r.error_code, r.error_message or "")
+        await self.node.wait_applied(lambda: name not in self.image.topics, 5.0)
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool,
+                                assignments: Sequence[Sequence[int]] | None = None) -> None:
+        c = self.local
+        if c is not None:
+            await c.create_partitions(name, count, validate_only, assignments)
+            return
+        body = {"topics": [{"name": name, "count": count,
+                            "assignments": None if assignments is None else
+                            [{"broker_ids": tuple(a)} for a in assignments]}],
+                "timeout_ms": 30000, "validate_only": validate_only}
+        resp = await self._remote(CREATE_PARTITIONS, 3, body)
+        r = resp.results[0]
+        if r.error_code:
+            raise ControllerError(r.error_code, r.error_message or "")
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None],
+                                  validate_only: bool) -> None:
+        c = self.local
+        if c is None:
+            raise ControllerError(Err.NOT_CONTROLLER, "This node is not the active controller.")
+        await c.alter_topic_configs(name, changes, validate_only)
+
+    async def alter_broker_configs(self, changes: dict[str, str | None], validate_only: bool,
+                                   node: str = "") -> None:
+        c = self.local
+        if c is None:
+            raise ControllerError(Err.NOT_CONTROLLER, "This node is not the active controller.")
+        await c.alter_broker_configs(changes, validate_only, node)
+
+    async def allocate_producer_id(self) -> int:
+        """One producer id, from blocks the controller hands out (unique cluster-wide)."""
+        async with self._pid_lock:
+            if self._pid_next >= self._pid_limit:
+                first, length = await self._allocate_block()
+                self._pid_next, self._pid_limit = first, first + length
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    async def _allocate_block(self) -> tuple[int, int]:
+        epoch = self.broker.lifecycle.broker_epoch
+        c = self.local
+        if c is not None:
+            try:
+                return tuple(await c.allocate_producer_ids(self.node.node_id, epoch))  # type: ignore[return-value]
+            except NotControllerError:
+                pass
+        resp = await self._remote(ALLOCATE_PRODUCER_IDS, 0,
+                                  {"broker_id": self.node.node_id, "broker_epoch": epoch},
+                                  PRODUCER_ID_BLOCK_TIMEOUT_S)
+        if resp.error_code:
+            raise ControllerError(resp.error_code, "producer id block allocation failed")
+        return resp.producer_id_start, resp.producer_id_len
+
+
+def _top_error(resp: Any) -> int:
+    """The NOT_CONTROLLER-ness of a controller response, wherever its error code lives."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        return int(code)
+    for attr in ("topics", "responses", "results"):
+        items = getattr(resp, attr, None)
+        if items:
+            return int(getattr(items[0], "error_code", 0))
+    return 0
