@@ -13,14 +13,19 @@ class BrokerSessions:
     def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = timeout_ms
         self._last_contact: dict[int, int] = {}
+        self._heard: dict[int, int] = {}  # last time THIS controller heard from the broker
         self._registered_at: dict[int, int] = {}
 
     def touch(self, broker_id: int, now_ms: int) -> None:
         self._last_contact[broker_id] = now_ms
+        self._heard[broker_id] = now_ms
 
     def alive(self, broker_id: int, now_ms: int) -> bool:
-        """True while the broker was heard from within the session timeout."""
-        last = self._last_contact.get(broker_id)
+        """True while the broker was heard from, by this controller, within the session timeout.
+        The fresh sessions `reset` hands out on activation protect brokers from being fenced;
+        they do not make an old incarnation count as alive: a node restarted after `kill -9`
+        re-registers at once instead of waiting out a session nobody is heartbeating."""
+        last = self._heard.get(broker_id)
         return last is not None and now_ms - last < self.timeout_ms
 
     def expired(self, broker_id: int, now_ms: int) -> bool:
@@ -43,4 +48,5 @@ class BrokerSessions:
 
     def remove(self, broker_id: int) -> None:
         self._last_contact.pop(broker_id, None)
+        self._heard.pop(broker_id, None)
         self._registered_at.pop(broker_id, None)
