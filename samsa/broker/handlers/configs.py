@@ -34,7 +34,8 @@ Layers = list[tuple[dict[str, str], int]]
 def _layers(broker: Broker) -> Layers:
     """Where a broker setting can come from, highest precedence first."""
     image = broker.controller.image
-    return [(image.node_configs, DYNAMIC_BROKER), (image.broker_configs, DYNAMIC_DEFAULT_BROKER),
+    return [(image.node_configs.get(broker.node_id, {}), DYNAMIC_BROKER),
+            (image.cluster_configs, DYNAMIC_DEFAULT_BROKER),
             (broker.config.values, STATIC_BROKER), (STATIC_DEFAULTS, DEFAULT)]
 
 
@@ -88,7 +89,7 @@ def _describe_broker(broker: Broker, per_broker: bool, keys: set[str] | None, sy
     if per_broker:
         names = sorted(BROKER_CONFIGS)
     else:
-        names = sorted(k for k in broker.controller.image.broker_configs if k in BROKER_CONFIGS)
+        names = sorted(k for k in broker.controller.image.cluster_configs if k in BROKER_CONFIGS)
         layers = [(values, src) for values, src in layers if src == DYNAMIC_DEFAULT_BROKER]
     out = []
     for k in names:
@@ -133,7 +134,9 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
 def _broker_layer(broker: Broker, res: Any) -> dict[str, str]:
     """The dynamic settings a broker resource holds: its own ("1") or the cluster defaults ("")."""
     image = broker.controller.image
-    return image.node_configs if res.resource_name else image.broker_configs
+    if res.resource_name:
+        return image.node_configs.get(broker.node_id, {})
+    return image.cluster_configs
 
 
 async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
