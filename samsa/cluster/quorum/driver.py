@@ -87,6 +87,7 @@ class QuorumDriver:
         self.directory = Path(directory)
         self.config = config
         self.cluster_id = cluster_id
+        self._cluster_id_warned: dict[int, float] = {}
         self._on_commit = on_commit
         self._on_snapshot = on_snapshot
         self._take_snapshot = take_snapshot
@@ -474,6 +475,7 @@ class QuorumDriver:
                     link.inflight.discard(_CORR.unpack_from(frame, 0)[0])
                 resp = self._correlator.response_message(dst, frame)
                 if resp is not None:
+                    self._check_cluster_id(dst, resp)
                     self._inbound.append(resp)
                     self._wake.set()
         except WireError as e:
@@ -488,6 +490,18 @@ class QuorumDriver:
             link.queued.clear()  # _fail below fails them too
             link.retry_at = loop.time() + self.config.retry_backoff_ms / 1000
         self._fail(dst)
+
+    def _check_cluster_id(self, dst: int, resp: m.Message) -> None:
+        """A voter of another cluster answers INCONSISTENT_CLUSTER_ID: the node can never join, so
+        say so (once a minute per peer) instead of waiting silently."""
+        if getattr(resp.body, "error_code", None) != m.INCONSISTENT_CLUSTER_ID:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._cluster_id_warned.get(dst, -1e9) >= 60.0:
+            self._cluster_id_warned[dst] = now
+            log.error("quorum: node %d answered INCONSISTENT_CLUSTER_ID: this node's cluster id %s "
+                      "(meta.properties) is not the quorum's; format its storage with the "
+                      "cluster's id", dst, self.cluster_id)
 
     def _fail(self, dst: int) -> None:
         failed = self._correlator.failed(dst)
