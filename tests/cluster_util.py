@@ -94,6 +94,20 @@ def quorum_view(controller_address: str, timeout: float = 1.0) -> tuple[int, int
     return int(p.error_code), int(p.leader_id), int(p.leader_epoch)
 
 
+def quorum_members(controller_address: str, timeout: float = 5.0) -> tuple[list[int], list[int]]:
+    """(voter ids, observer ids) in the DescribeQuorum answer of the leader at that address."""
+    w = Wire(controller_address, timeout=timeout)
+    try:
+        resp = w.request(55, 1, {"topics": [{"topic_name": METADATA_TOPIC,
+                                             "partitions": [{"partition_index": 0}]}]})
+    finally:
+        w.close()
+    p = resp.topics[0].partitions[0]
+    assert p.error_code == 0, (controller_address, p.error_code)
+    return (sorted(int(r.replica_id) for r in p.current_voters),
+            sorted(int(r.replica_id) for r in p.observers))
+
+
 class LeaderClaims:
     """Every (epoch -> nodes answering DescribeQuorum as its leader) seen while polling: two
     nodes claiming one epoch is a split brain."""

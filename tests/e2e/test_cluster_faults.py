@@ -20,6 +20,7 @@ from tests.cluster_util import (
     LeaderClaims,
     TopicView,
     create_topic,
+    quorum_members,
     quorum_view,
     topic_configs,
     topics,
@@ -119,6 +120,7 @@ def check_every_image(c: SamsaCluster, expected: dict[str, tuple[int, dict[str, 
     return first
 
 
+@pytest.mark.slow  # ~75 s on 2 cores; `make test` runs slow tests too
 def test_kill_active_controller_while_creating_topics(tmp_path: Path) -> None:
     """KILLS times: kill -9 the quorum leader while a thread creates topics through every broker,
     restart it, and wait for a new leader (of a higher epoch) and for the next acknowledged
@@ -133,7 +135,7 @@ def test_kill_active_controller_while_creating_topics(tmp_path: Path) -> None:
             for k in range(KILLS):
                 before = creator.count()
                 wait_until(f"a CreateTopics acknowledged after kill {k}",
-                           lambda b=before: creator.count() > b, 60, 0.05)  # type: ignore[misc]
+                           lambda b=before: creator.count() > b, 60, 0.05)
                 c.node(leader).kill()
                 c.node(leader).launch()  # back at once: it rejoins while the others elect
                 killed, old_epoch = leader, epoch
@@ -198,9 +200,14 @@ def test_broker_only_node_joins_and_gets_partitions(cluster4: SamsaCluster) -> N
         assert got == b"to-node-4"
     finally:
         consumer.close()
-    # the broker-only node follows the quorum as an observer: it has no CONTROLLER listener,
-    # and its image knows the quorum leader like the voters do
+    # the broker-only node has no CONTROLLER listener and follows the quorum as an observer
     assert c.node(4).controller_address == ""
+    leader = c.wait_for_leader(30)
+    voters, observers = wait_until(
+        "node 4 among the observers",
+        lambda: (vo := quorum_members(c.node(leader).controller_address)) and 4 in vo[1] and vo,
+        30)
+    assert voters == [1, 2, 3] and observers == [4]
     check_every_image(c, {"spread": (8, {"retention.ms": "7200000"})})
 
 
