@@ -162,13 +162,20 @@ def test_cluster_harness_and_tools(samsa_cluster: SamsaCluster) -> None:
     assert sorted(int(r[0]) for r in rows) == [1, 2, 3]
     assert [r[6] for r in rows] == ["Leader", "Follower", "Follower"]
     assert int(rows[0][0]) == leader
-    code, out, err = run("cluster", "describe", "--bootstrap-server", c.nodes[2].bootstrap,
-                         "--json")
-    assert code == 0, err
-    info = json.loads(out)
+    # node 3 answers from its own image, which may be a moment behind the controller's
+    expected = [(n.node_id, n.spec.port, False) for n in c.nodes]
+    deadline = time.monotonic() + 15
+    while True:
+        code, out, err = run("cluster", "describe", "--bootstrap-server", c.nodes[2].bootstrap,
+                             "--json")
+        assert code == 0, err
+        info = json.loads(out)
+        got = [(b["id"], b["port"], b["fenced"]) for b in info["brokers"]]
+        if got == expected or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert info["cluster_id"] == c.cluster_id and info["controller_id"] == leader
-    assert [(b["id"], b["port"], b["fenced"]) for b in info["brokers"]] == [
-        (n.node_id, n.spec.port, False) for n in c.nodes]
+    assert got == expected
 
 
 def test_cluster_kill_and_pause_leader(samsa_cluster: SamsaCluster) -> None:

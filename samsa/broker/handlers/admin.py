@@ -130,6 +130,13 @@ async def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     ctrl_name = broker.controller_listeners[0].name if broker.controller_listeners else \
         "CONTROLLER"
     for v in node.voters.values():
+        if not broker.controller_listeners and v.node_id == broker.node_id:
+            # the embedded single voter has no CONTROLLER listener: it is reached (and asked
+            # DescribeQuorum) on its broker listener
+            name = broker.broker_listeners[0].name if broker.broker_listeners else "PLAINTEXT"
+            nodes.append({"node_id": v.node_id, "listeners": [
+                {"name": name, "host": broker.host, "port": broker.port}]})
+            continue
         nodes.append({"node_id": v.node_id, "listeners": [
             {"name": ctrl_name, "host": v.host, "port": v.port}]})
     return {"error_code": 0, "error_message": None,
