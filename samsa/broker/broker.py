@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from samsa.cluster.controller import ControllerError
@@ -138,7 +137,7 @@ class Broker:
             try:
                 await asyncio.wait_for(self.lifecycle.unfenced.wait(), 5.0)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("broker %d is not unfenced yet (registered: %s); waiting for the "
                             "active controller", self.node_id, self.lifecycle.broker_epoch >= 0)
 
