@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from typing import Any
 from dataclasses import dataclass
+from typing import Any
 
 from samsa.protocol.batch import read_header
 from samsa.protocol.records import control_marker, decode_batch, encode_batch, iter_batches

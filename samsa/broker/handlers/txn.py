@@ -7,7 +7,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from samsa.coordinator.txn.coordinator import PRODUCER_FENCED, TxnError
-from samsa.protocol.errors import Err
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
