@@ -150,7 +150,10 @@ class QuorumDriver:
 
     def describe(self) -> m.DescribeQuorumResponse:
         """DescribeQuorum as this node answers it, with wall-clock timestamps."""
-        d = self.node.describe()
+        if self._node is None:
+            # asked on a listener that opened before the log was read: no leader known yet
+            return m.DescribeQuorumResponse(m.NOT_LEADER_OR_FOLLOWER, m.NO_LEADER, 0, -1)
+        d = self._node.describe()
         shift = int(time.time() * 1000) - self._now_ms()
 
         def wall(rs: m.ReplicaState) -> m.ReplicaState:
