@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,10 @@ from samsa.cluster.node import ClusterNode
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from samsa.coordinator.txn.markers import MarkerSender
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
-from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -212,6 +213,14 @@ class Broker:
             check_interval_ms=c.get_int(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             id_expiration_ms=c.get_int("transactional.id.expiration.ms"))
+        from .handlers.markers import write_local
+
+        async def local(pid: int, epoch: int, commit: bool, tps: Iterable[tuple[str, int]],
+                        coordinator_epoch: int) -> dict[tuple[str, int], int]:
+            return await write_local(self, pid, epoch, commit, tps, coordinator_epoch)
+
+        self.txn_markers = MarkerSender(self.node_id, lambda: self.node.image,
+                                        self.inter_broker_listener, local)
         return TransactionCoordinator(
             topic, cfg, self.controller.allocate_producer_id, self._write_markers,
             lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),
@@ -230,20 +239,10 @@ class Broker:
 
     async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
                              partitions: set[tuple[str, int]]) -> None:
-        """Single node: the coordinator writes COMMIT/ABORT markers straight into the partition
-        logs (what WriteTxnMarkers does between brokers), then applies transactional offsets."""
-        marker = CONTROL_COMMIT if commit else CONTROL_ABORT
-        flush = []
-        for topic, p in sorted(partitions):
-            lg = self.logs.get(topic, p)
-            if lg is None:
-                continue  # the topic was deleted meanwhile: nothing to mark
-            lg.append_marker(producer_id, epoch, marker, 0)
-            if lg.flush_due:
-                flush.append(lg)
-        self.groups.complete_txn(producer_id, commit)
-        for lg in flush:
-            await lg.flush()
+        """COMMIT/ABORT markers into every partition of a transaction: written here for the
+        partitions this broker leads, sent as WriteTxnMarkers to the leaders of the others;
+        retried until written (MarkerSender)."""
+        await self.txn_markers.write(producer_id, epoch, commit, partitions)
 
     async def stop(self) -> None:
         if self.is_broker and self._hosting:
@@ -254,6 +253,7 @@ class Broker:
             self._producer_expiry.cancel()
         if hasattr(self, "txn"):
             self.txn.stop()
+            await self.txn_markers.close()
         if hasattr(self, "groups"):
             self.groups.stop()
         for server in self.servers:
