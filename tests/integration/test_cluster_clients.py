@@ -369,3 +369,41 @@ def test_producer_ids_are_unique_across_brokers(cluster: SamsaCluster) -> None:
             assert r.error_code == 0
             pids.append(r.producer_id)
     assert len(set(pids)) == len(pids)
+
+
+def test_not_leader_answers_name_the_leader(cluster: SamsaCluster) -> None:
+    """KIP-951: Produce v11 and Fetch v16 sent to a broker that does not lead the partition get
+    NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint; older versions do not."""
+    from samsa.protocol.records import encode_batch
+
+    lead = leaders(cluster, TOPIC)
+    part = 0
+    leader = lead[part]
+    other = next(n for n in (1, 2, 3) if n != leader)
+    bs = bootstrap_of(cluster, other)
+    host, port = bootstrap_of(cluster, leader).rsplit(":", 1)
+    batch = encode_batch([(b"k", b"v", [], int(time.time() * 1000))])
+    body = {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": part, "records": batch}]}]}
+    produced = _request(bs, 0, 11, body)
+    p = produced.responses[0].partition_responses[0]
+    assert p.error_code == 6  # NOT_LEADER_OR_FOLLOWER
+    assert p.current_leader.leader_id == leader and p.current_leader.leader_epoch >= 0
+    assert [(e.node_id, e.host, e.port) for e in produced.node_endpoints] == \
+        [(leader, host, int(port))]
+    assert _request(bs, 0, 9, body).responses[0].partition_responses[0].error_code == 6
+
+    md = _request(bs, 3, 12, {"topics": [{"name": TOPIC}], "allow_auto_topic_creation": False})
+    topic_id = md.topics[0].topic_id
+    fetch = {"max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+             "topics": [{"topic_id": topic_id, "partitions": [
+                 {"partition": part, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                  "log_start_offset": -1, "current_leader_epoch": -1,
+                  "last_fetched_epoch": -1}]}]}
+    fetched = _request(bs, 1, 16, fetch)
+    fp = fetched.responses[0].partitions[0]
+    assert fp.error_code == 6
+    assert fp.current_leader.leader_id == leader
+    assert [(e.node_id, e.host, e.port) for e in fetched.node_endpoints] == \
+        [(leader, host, int(port))]
