@@ -75,6 +75,9 @@ class Broker:
         self.port = self.bind_port
         self._stopped = asyncio.Event()
         self._hosting = False  # partition logs follow the image from now on
+        self._reconcile_task: asyncio.Future[None] | None = None
+        self._reconcile_wanted = False
+        self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -108,7 +111,7 @@ class Broker:
         image = self.node.image
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
         self._hosting = True
-        self._reconcile()
+        await self._reconcile()
         self.lifecycle.start()
         await self._wait_unfenced()
         self.groups = self._group_coordinator()
@@ -156,9 +159,9 @@ class Broker:
             return
         from samsa.cluster.metadata import records as rec
 
-        if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord)
-                       for r in records):
-            self._reconcile()
+        if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord
+                                  | rec.TopicRecord) for r in records):
+            self._reconcile_soon()
         topics: set[str] = set()
         all_topics = full
         for r in records:
@@ -171,18 +174,47 @@ class Broker:
             if name in self.node.image.topics:
                 self.logs.update_config(name, self.controller.log_config(name))
 
-    def _reconcile(self) -> None:
-        """Make the local partition logs match the image: create the ones this broker hosts,
-        delete topics the image no longer has."""
+    def _reconcile_soon(self) -> None:
+        self._reconcile_wanted = True
+        if self._reconcile_task is None or self._reconcile_task.done():
+            self._reconcile_task = asyncio.ensure_future(self._reconcile_loop())
+
+    async def _reconcile_loop(self) -> None:
+        while self._reconcile_wanted:
+            self._reconcile_wanted = False
+            try:
+                await self._reconcile()
+            except Exception:
+                log.exception("reconciling partition logs with the metadata image failed")
+
+    async def reconciled(self) -> None:
+        """Wait until the local partition logs match the image as applied so far."""
+        while self._reconcile_task is not None and not self._reconcile_task.done():
+            await asyncio.shield(self._reconcile_task)
+
+    async def _reconcile(self) -> None:
+        """Make the local partition logs match the image: delete topics the image no longer has
+        (or has under another topic id), then create the partitions this broker hosts, yielding
+        between two (a partition costs files and fsyncs; thousands would hold the event loop) and
+        stopping for a topic deleted or replaced meanwhile."""
         image = self.node.image
-        for name, t in image.topics.items():
+        for name in {k[0] for k in self.logs.logs}:
+            t = image.topics.get(name)
+            if t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id:
+                self.logs.delete_topic(name)
+                self._topic_ids.pop(name, None)
+        for name, t in list(image.topics.items()):
             cfg = None
-            for p, st in t.partitions.items():
+            for p, st in list(t.partitions.items()):
+                if image.topics.get(name) is not t:
+                    break
                 if self.hosts(st) and self.logs.get(name, p) is None:
                     cfg = cfg or self.controller.log_config(name)
                     self.logs.create(name, p, cfg)
-        for name in {k[0] for k in self.logs.logs} - set(image.topics):
-            self.logs.delete_topic(name)
+                    self._topic_ids[name] = t.topic_id
+                    await asyncio.sleep(0)
+                elif name not in self._topic_ids and self.logs.get(name, p) is not None:
+                    self._topic_ids[name] = t.topic_id
 
     def _group_coordinator(self) -> GroupCoordinator:
         c = self.config

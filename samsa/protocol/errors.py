@@ -55,6 +55,7 @@ class Err(IntEnum):
     UNSTABLE_OFFSET_COMMIT = 88
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    MISMATCHED_ENDPOINT_TYPE = 114
 
     @classmethod
     def name_of(cls, code: int) -> str:

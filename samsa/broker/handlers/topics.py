@@ -80,9 +80,10 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     [(a.partition_index, a.broker_ids) for a in t.assignments],
                     broker.controller.node_ids)
             tid = await broker.controller.create_topic(
-                t.name, partitions, replication, configs, validate_only=req.validate_only,
-                assignments=[tuple(a.broker_ids) for a in sorted(
-                    t.assignments, key=lambda a: a.partition_index)] if t.assignments else None)
+                t.name, -1 if t.assignments else partitions,
+                -1 if t.assignments else replication, configs, validate_only=req.validate_only,
+                assignments=[(a.partition_index, tuple(a.broker_ids)) for a in t.assignments]
+                if t.assignments else None)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
             continue
