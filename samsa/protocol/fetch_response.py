@@ -135,7 +135,8 @@ def encode_fetch_response(version: int, correlation_id: int,
                 out.append(records)
                 buf = bytearray()
             if flexible:  # tagged fields: current_leader (tag 1) from v16 (KIP-951)
-                buf += partition_tags(1, p.current_leader if version >= 16 else None)
+                leader = p.current_leader
+                buf += b"\x00" if leader is None or version < 16 else partition_tags(1, leader)
         if flexible:
             buf += b"\x00"  # topic tagged fields
     if flexible:  # top-level tagged fields: node_endpoints from v16 (KIP-951)

@@ -63,8 +63,8 @@ def encode_produce_response(version: int, correlation_id: int,
                     if flexible:
                         out += b"\x00"
                 out += _nullable_str(p.get("error_message"), flexible)
-            if kip951:
-                out += partition_tags(0, p.get("current_leader"))
+            if kip951 and "current_leader" in p:
+                out += partition_tags(0, p["current_leader"])
             elif flexible:
                 out += b"\x00"  # partition tagged fields
         if flexible:

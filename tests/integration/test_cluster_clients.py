@@ -407,3 +407,25 @@ def test_not_leader_answers_name_the_leader(cluster: SamsaCluster) -> None:
     assert fp.current_leader.leader_id == leader
     assert [(e.node_id, e.host, e.port) for e in fetched.node_endpoints] == \
         [(leader, host, int(port))]
+
+
+def test_coordinator_restart_replays_its_partitions(cluster: SamsaCluster) -> None:
+    """kill -9 of a group's coordinator: restarted, it replays the __consumer_offsets partitions
+    it hosts and serves the group's offsets again (this test restarts a node: keep it last)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    group = "restart-group"
+    coord, _ = coordinator(cluster, group)
+    conf = {"bootstrap.servers": cluster.bootstrap, "group.id": group,
+            "enable.auto.commit": False}
+    c = Consumer(conf)
+    c.commit(offsets=[TopicPartition(TOPIC, p, 3 + p) for p in range(PARTITIONS)],
+             asynchronous=False)
+    c.close()
+    cluster.node(coord).restart(hard=True)
+    cluster.wait_brokers(3, timeout=60)
+    assert coordinator(cluster, group)[0] == coord
+    c = Consumer(conf)
+    committed = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+    c.close()
+    assert [tp.offset for tp in committed] == [3 + p for p in range(PARTITIONS)]
