@@ -409,6 +409,46 @@ def test_not_leader_answers_name_the_leader(cluster: SamsaCluster) -> None:
         [(leader, host, int(port))]
 
 
+def test_markers_wait_for_a_restarted_leader(cluster: SamsaCluster) -> None:
+    """A partition leader is down (kill -9) when a transaction commits: the coordinator retries
+    its WriteTxnMarkers until the leader is back, and the commit holds."""
+    import threading
+
+    from confluent_kafka import Producer
+
+    topic = "txn-down"
+    _create(cluster, topic)
+    controller = cluster.active_controller()
+    tid, coord = _txn_id_coordinated_by(cluster)
+    down = next(n for n in (1, 2, 3) if n not in (coord, controller))
+    assert down in leaders(cluster, topic).values()
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(N):
+        p.produce(topic, value=f"down-{i}".encode(), partition=i % PARTITIONS)
+    assert p.flush(30) == 0
+    node = cluster.node(down)
+    node.kill()
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            p.commit_transaction(60)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=commit)
+    t.start()
+    time.sleep(1.0)
+    node.start()
+    t.join(90)
+    assert not t.is_alive() and not errors, errors
+    cluster.wait_brokers(3, timeout=60)
+    got = _read_committed(cluster, topic)
+    assert sorted(got) == sorted(f"down-{i}" for i in range(N))
+
+
 def test_coordinator_restart_replays_its_partitions(cluster: SamsaCluster) -> None:
     """kill -9 of a group's coordinator: restarted, it replays the __consumer_offsets partitions
     it hosts and serves the group's offsets again (this test restarts a node: keep it last)."""
