@@ -6,7 +6,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from samsa.cluster.controller import ControllerError
@@ -139,7 +138,7 @@ class Broker:
             try:
                 await asyncio.wait_for(self.lifecycle.unfenced.wait(), 5.0)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("broker %d is not unfenced yet (registered: %s); waiting for the "
                             "active controller", self.node_id, self.lifecycle.broker_epoch >= 0)
 
@@ -223,6 +222,7 @@ class Broker:
                               {"cleanup.policy": "compact",
                                "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"},
                               c.get_int("offsets.topic.replication.factor"))
+        topic.wait_local = self.reconciled
         cfg = GroupConfig(
             min_session_ms=c.get_int("group.min.session.timeout.ms"),
             max_session_ms=c.get_int("group.max.session.timeout.ms"),
@@ -240,6 +240,7 @@ class Broker:
                               c.get_int("transaction.state.log.num.partitions"),
                               {"cleanup.policy": "compact", "segment.bytes": "104857600"},
                               c.get_int("transaction.state.log.replication.factor"))
+        topic.wait_local = self.reconciled
         cfg = TxnConfig(
             max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
             check_interval_ms=c.get_int(

@@ -4,8 +4,9 @@ Kafka's settings, appended to directly by coordinators, replayed at start."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,8 @@ class InternalTopic:
         self.configs = configs
         self.replication = replication
         self._lock = asyncio.Lock()
+        # waits until the broker has opened the logs the image gives it (set by the broker)
+        self.wait_local: Callable[[], Awaitable[None]] | None = None
 
     @property
     def exists(self) -> bool:
@@ -65,6 +68,13 @@ class InternalTopic:
             t = self.controller.image.topics.get(self.name)
             if t is not None:
                 self.partitions = t.count
+            await self.local_ready()
+
+    async def local_ready(self, timeout_s: float = 10.0) -> None:
+        """Until the broker has opened the local logs of what the image holds (bounded)."""
+        if self.wait_local is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wait_local(), timeout_s)
 
     def count(self) -> int:
         """The partition count every broker agrees on: the image's once the topic exists."""

@@ -29,6 +29,10 @@ async def owner_error(coord: Coordinator, key: str) -> int:
             await topic.ensure()
         except ControllerError:
             return Err.COORDINATOR_NOT_AVAILABLE
+    if not topic.owns(key) and topic.leader_of(key) == topic.controller.node.node_id:
+        await topic.local_ready()  # the image gave this broker the partition: its log is opening
+        if not topic.owns(key):
+            return Err.COORDINATOR_LOAD_IN_PROGRESS
     if not topic.owns(key):
         return Err.NOT_COORDINATOR  # as Kafka: the client looks the coordinator up again
     p = topic.partition_of(key)

@@ -10,8 +10,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from samsa.testing import SamsaBroker
-from tests.wire import Wire
 from tests.unit.test_metadata_migrate import LEGACY_CLUSTER, ORDERS_ID, write_legacy_dir
+from tests.wire import Wire
 
 
 def _check(b: SamsaBroker) -> None:

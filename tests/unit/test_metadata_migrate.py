@@ -24,7 +24,6 @@ from samsa.cluster.metadata.records import (
 from samsa.cluster.quorum.disk.log import FileRaftLog
 from samsa.cluster.quorum.log import Entry
 
-
 LEGACY_CLUSTER = "lEgAcYcLuStErIdAAAAAAA"
 ORDERS_ID = uuid.UUID("6f1c3f36-1b7e-4b61-9a3f-0b6f1f3f8c01")
 

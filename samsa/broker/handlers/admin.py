@@ -10,7 +10,6 @@ follow Kafka's controller and ReplicaManager.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 

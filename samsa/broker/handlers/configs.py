@@ -207,8 +207,7 @@ def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, s
     return d, own.get(name, d.default or "")
 
 
-async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
-                                    req: Any) -> dict[str, Any]:
+async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if must_forward(broker, ctx):
         return await forward(broker, ctx, _configs_settled(broker))
     out = []

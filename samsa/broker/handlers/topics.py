@@ -12,9 +12,9 @@ from samsa.cluster.limits import EXCESSIVE, check_topic_assignments, request_tot
 from samsa.config import TOPIC_CONFIGS
 from samsa.protocol.errors import Err
 
-_ZERO_ID = uuid.UUID(int=0)
-
 from .forward import forward, must_forward, ok_names
+
+_ZERO_ID = uuid.UUID(int=0)
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
