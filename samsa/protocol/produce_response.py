@@ -27,8 +27,9 @@ def encode_produce_response(version: int, correlation_id: int,
                             node_endpoints: list[NodeEndpoint] | None = None) -> list[bytes]:
     """Length-prefixed frame for a Produce response built by handlers.produce, as one chunk.
     From v10 a partition's "current_leader" (leader id, epoch) and `node_endpoints` are sent
-    (KIP-951)."""
+    (KIP-951); `node_endpoints` is None when no partition has one (possibly [] otherwise)."""
     kip951 = version >= 10
+    hinted = kip951 and node_endpoints is not None  # some partition has a current_leader
     flexible = version >= 9
     out = bytearray(b"\0\0\0\0")  # size, patched at the end
     out += _CORR.pack(correlation_id)
@@ -63,7 +64,7 @@ def encode_produce_response(version: int, correlation_id: int,
                     if flexible:
                         out += b"\x00"
                 out += _nullable_str(p.get("error_message"), flexible)
-            if kip951 and "current_leader" in p:
+            if hinted and "current_leader" in p:
                 out += partition_tags(0, p["current_leader"])
             elif flexible:
                 out += b"\x00"  # partition tagged fields

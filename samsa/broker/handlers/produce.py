@@ -122,7 +122,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 to_flush.append(lg)
             parts.append(r)
         responses.append({"name": td.name, "partition_responses": parts})
-    endpoints = hints.node_endpoints() if hints is not None else None
+    endpoints = hints.node_endpoints() or [] if hints is not None else None
     if to_flush:
         return _flush_then(to_flush, ctx, responses, acks, endpoints)
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
