@@ -77,6 +77,8 @@ class Broker:
         self._reconcile_task: asyncio.Future[None] | None = None
         self._reconcile_wanted = False
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
+        self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
+        self._forget: set[str] = set()  # deleted topics whose group offsets are to go
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -158,6 +160,13 @@ class Broker:
             return
         from samsa.cluster.metadata import records as rec
 
+        for r in records:
+            if isinstance(r, rec.TopicRecord):
+                self._names_by_id[r.topic_id] = r.name
+            elif isinstance(r, rec.RemoveTopicRecord):
+                name = self._names_by_id.pop(r.topic_id, None)
+                if name is not None:
+                    self._forget.add(name)
         if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord
                                   | rec.TopicRecord) for r in records):
             self._reconcile_soon()
@@ -197,6 +206,11 @@ class Broker:
         between two (a partition costs files and fsyncs; thousands would hold the event loop) and
         stopping for a topic deleted or replaced meanwhile."""
         image = self.node.image
+        if not self._names_by_id:
+            self._names_by_id = {t.topic_id: t.name for t in image.topics.values()}
+        while self._forget and hasattr(self, "groups"):
+            # a deleted topic's committed offsets go with it, on every broker's own groups
+            await self.groups.forget_topic(self._forget.pop())
         for name in {k[0] for k in self.logs.logs}:
             t = image.topics.get(name)
             if t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id:

@@ -469,3 +469,32 @@ def test_coordinator_restart_replays_its_partitions(cluster: SamsaCluster) -> No
     committed = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
     c.close()
     assert [tp.offset for tp in committed] == [3 + p for p in range(PARTITIONS)]
+
+
+def test_deleting_a_topic_drops_its_offsets_on_the_group_coordinator(
+        cluster: SamsaCluster) -> None:
+    """DeleteTopics sent to a broker that does not coordinate the group: the coordinator drops
+    the topic's committed offsets when it applies the removal, so a re-created topic of the same
+    name starts with none."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = "offsets-die-with-topic", "grp-deleted-topic"
+    _create(cluster, topic)
+    coord, _ = coordinator(cluster, group)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, p, 5) for p in range(PARTITIONS)],
+             asynchronous=False)
+    got = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    assert [tp.offset for tp in got] == [5] * PARTITIONS
+    c.close()
+    other = next(n for n in (1, 2, 3) if n != coord)
+    admin = AdminClient({"bootstrap.servers": bootstrap_of(cluster, other)})
+    for f in admin.delete_topics([topic]).values():
+        f.result(15)
+    _create(cluster, topic)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    got = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=10)
+    c.close()
+    assert [tp.offset for tp in got] == [-1001] * PARTITIONS
