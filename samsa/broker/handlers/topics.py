@@ -137,8 +137,7 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if t is not None:
             r["topic_id"] = t.topic_id
         try:
-            await broker.controller.delete_topic(name)
-            await broker.groups.forget_topic(name)
+            await broker.controller.delete_topic(name)  # offsets go as brokers apply it
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
     return {"throttle_time": 0, "responses": results}
