@@ -38,6 +38,30 @@ def create_topic(address: str, name: str, partitions: int, configs: dict[str, st
     return int(t.error_code), t.error_message
 
 
+RETRIABLE = {7, 41}  # REQUEST_TIMED_OUT, NOT_CONTROLLER: a client retries these
+TOPIC_ALREADY_EXISTS = 36
+
+
+def create_topic_retrying(address: str, name: str, partitions: int, configs: dict[str, str],
+                          timeout: float = 60.0) -> None:
+    """CreateTopics at `address` as a client does it: retried on a connection failure or a
+    retriable error (an election in progress) until acknowledged; TOPIC_ALREADY_EXISTS after a
+    retry means an earlier attempt went through. Any other error fails the test."""
+    deadline = time.monotonic() + timeout
+    retried = False
+    while True:
+        try:
+            code, message = create_topic(address, name, partitions, configs)
+        except (OSError, ConnectionError) as e:
+            code, message = -1, str(e)
+        if code == 0 or (retried and code == TOPIC_ALREADY_EXISTS):
+            return
+        assert code in RETRIABLE or code == -1, (address, name, code, message)
+        assert time.monotonic() < deadline, f"{name} not created via {address}: {code} {message}"
+        retried = True
+        time.sleep(0.2)
+
+
 def topics(address: str, timeout: float = 5.0) -> dict[str, TopicView]:
     """Every topic in `address`'s Metadata (v12, all topics), internal ones left out."""
     w = Wire(address, timeout=timeout)

@@ -22,7 +22,7 @@ from samsa.testing.cluster import (
     random_cluster_id,
     write_config,
 )
-from tests.cluster_util import create_topic, quorum_view, topics, wait_until
+from tests.cluster_util import create_topic_retrying, quorum_view, topics, wait_until
 from tests.wire import Wire
 
 pytestmark = pytest.mark.timeout(180)
@@ -100,7 +100,7 @@ def test_broker_with_its_quorum_down_retries_then_serves(cluster: SamsaCluster) 
             node.launch()
         running(c)
         assert c.wait_brokers(4, timeout=60) == [1, 2, 3, 4]
-        assert create_topic(broker.bootstrap, "after-quorum", 2, {}) == (0, None)
+        create_topic_retrying(broker.bootstrap, "after-quorum", 2, {})
         wait_until("the topic on node 4", lambda: "after-quorum" in topics(broker.bootstrap), 30)
     except BaseException:
         print(broker.log_text()[-4000:])
@@ -200,5 +200,5 @@ def test_malformed_raft_rpcs_close_the_connection(cluster: SamsaCluster) -> None
     for node in c.controllers:
         view = quorum_view(node.controller_address, timeout=5)
         assert view is not None, node
-    assert create_topic(c.node(2).bootstrap, "after-garbage", 1, {}) == (0, None)
+    create_topic_retrying(c.node(2).bootstrap, "after-garbage", 1, {})
     assert c.wait_brokers(4, timeout=30) == [1, 2, 3, 4]
