@@ -19,6 +19,8 @@ from samsa.cluster.node import NotControllerError
 from samsa.protocol.errors import Err
 from samsa.storage.log import LogConfig
 
+from .handlers.forward import top_error
+
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
 
@@ -66,16 +68,19 @@ class ControllerClient:
 
     async def _remote(self, api_key: int, version: int, body: dict[str, Any],
                       timeout_s: float = 30.0) -> Any:
-        """Send a request to the active controller, retrying while there is none (or it moved)."""
+        """Send a request to the active controller, retrying while there is none (or it moved).
+        None when this node itself became the active controller meanwhile: call it directly."""
         from samsa.cluster.channel import ChannelError
 
         deadline = time.monotonic() + timeout_s
         while True:
+            if self.node.active:
+                return None
             ch = self.broker.controller_channel()
             if ch is not None:
                 try:
                     resp = await ch.request(api_key, version, body)
-                    code = _top_error(resp)
+                    code = top_error(resp)
                     if code != Err.NOT_CONTROLLER:
                         return resp
                 except ChannelError:
@@ -90,22 +95,26 @@ class ControllerClient:
                            internal: bool = False,
                            assignments: Sequence[tuple[int, Sequence[int]]] | None = None
                            ) -> uuid.UUID:
-        c = self.local
-        if c is not None:
-            try:
-                tid = await c.create_topic(name, partitions, replication, configs,
-                                           validate_only, assignments)
-                await self.broker.reconciled()
-                return tid
-            except NotControllerError:
-                pass
-        body = {"topics": [{"name": name, "num_partitions": partitions,
-                            "replication_factor": replication,
-                            "assignments": [{"partition_index": i, "broker_ids": tuple(b)}
-                                            for i, b in assignments or ()],
-                            "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-                "timeout_ms": 30000, "validate_only": validate_only}
-        resp = await self._remote(CREATE_TOPICS, 7, body)
+        while True:
+            c = self.local
+            if c is not None:
+                try:
+                    tid: uuid.UUID = await c.create_topic(name, partitions, replication, configs,
+                                                          validate_only, assignments)
+                    await self.broker.reconciled()
+                    return tid
+                except NotControllerError:
+                    pass
+            body = {"topics": [{"name": name, "num_partitions": partitions,
+                                "replication_factor": replication,
+                                "assignments": [{"partition_index": i, "broker_ids": tuple(b)}
+                                                for i, b in assignments or ()],
+                                "configs": [{"name": k, "value": v}
+                                            for k, v in configs.items()]}],
+                    "timeout_ms": 30000, "validate_only": validate_only}
+            resp = await self._remote(CREATE_TOPICS, 7, body)
+            if resp is not None:
+                break
         t = resp.topics[0]
         if t.error_code:
             raise ControllerError(t.error_code, t.error_message or "")
@@ -115,30 +124,43 @@ class ControllerClient:
         return t.topic_id
 
     async def delete_topic(self, name: str) -> None:
-        c = self.local
-        if c is not None:
-            await c.delete_topic(name)
-            await self.broker.reconciled()
-            return
-        resp = await self._remote(DELETE_TOPICS, 6, {"topics": [{"name": name}],
-                                                     "timeout_ms": 30000})
+        while True:
+            c = self.local
+            if c is not None:
+                try:
+                    await c.delete_topic(name)
+                    await self.broker.reconciled()
+                    return
+                except NotControllerError:
+                    pass
+            resp = await self._remote(DELETE_TOPICS, 6, {"topics": [{"name": name}],
+                                                         "timeout_ms": 30000})
+            if resp is not None:
+                break
         r = resp.responses[0]
         if r.error_code:
             raise ControllerError(r.error_code, r.error_message or "")
         await self.node.wait_applied(lambda: name not in self.image.topics, 5.0)
+        await self.broker.reconciled()
 
     async def create_partitions(self, name: str, count: int, validate_only: bool,
                                 assignments: Sequence[Sequence[int]] | None = None) -> None:
-        c = self.local
-        if c is not None:
-            await c.create_partitions(name, count, validate_only, assignments)
-            await self.broker.reconciled()
-            return
-        body = {"topics": [{"name": name, "count": count,
-                            "assignments": None if assignments is None else
-                            [{"broker_ids": tuple(a)} for a in assignments]}],
-                "timeout_ms": 30000, "validate_only": validate_only}
-        resp = await self._remote(CREATE_PARTITIONS, 3, body)
+        while True:
+            c = self.local
+            if c is not None:
+                try:
+                    await c.create_partitions(name, count, validate_only, assignments)
+                    await self.broker.reconciled()
+                    return
+                except NotControllerError:
+                    pass
+            body = {"topics": [{"name": name, "count": count,
+                                "assignments": None if assignments is None else
+                                [{"broker_ids": tuple(a)} for a in assignments]}],
+                    "timeout_ms": 30000, "validate_only": validate_only}
+            resp = await self._remote(CREATE_PARTITIONS, 3, body)
+            if resp is not None:
+                break
         r = resp.results[0]
         if r.error_code:
             raise ControllerError(r.error_code, r.error_message or "")
@@ -168,28 +190,20 @@ class ControllerClient:
             return pid
 
     async def _allocate_block(self) -> tuple[int, int]:
-        epoch = self.broker.lifecycle.broker_epoch
-        c = self.local
-        if c is not None:
-            try:
-                return tuple(await c.allocate_producer_ids(self.node.node_id, epoch))  # type: ignore[return-value]
-            except NotControllerError:
-                pass
-        resp = await self._remote(ALLOCATE_PRODUCER_IDS, 0,
-                                  {"broker_id": self.node.node_id, "broker_epoch": epoch},
-                                  PRODUCER_ID_BLOCK_TIMEOUT_S)
+        while True:
+            epoch = self.broker.lifecycle.broker_epoch
+            c = self.local
+            if c is not None:
+                try:
+                    first, length = await c.allocate_producer_ids(self.node.node_id, epoch)
+                    return first, length
+                except NotControllerError:
+                    pass
+            resp = await self._remote(ALLOCATE_PRODUCER_IDS, 0,
+                                      {"broker_id": self.node.node_id, "broker_epoch": epoch},
+                                      PRODUCER_ID_BLOCK_TIMEOUT_S)
+            if resp is not None:
+                break
         if resp.error_code:
             raise ControllerError(resp.error_code, "producer id block allocation failed")
         return resp.producer_id_start, resp.producer_id_len
-
-
-def _top_error(resp: Any) -> int:
-    """The NOT_CONTROLLER-ness of a controller response, wherever its error code lives."""
-    code = getattr(resp, "error_code", 0)
-    if code:
-        return int(code)
-    for attr in ("topics", "responses", "results"):
-        items = getattr(resp, attr, None)
-        if items:
-            return int(getattr(items[0], "error_code", 0))
-    return 0

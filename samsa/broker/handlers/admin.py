@@ -112,7 +112,11 @@ async def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     node = broker.node
     driver = node.driver
     if driver is None or (not driver.is_leader and not ctx.conn.spec.controller):
-        return await forward(broker, ctx)
+        fwd = await forward(broker, ctx)
+        if fwd is not None:
+            return fwd
+        driver = node.driver
+        assert driver is not None
     d = driver.describe()
     if d.error_code:
         return {"error_code": 0, "error_message": None, "nodes": [], "topics": [

@@ -173,9 +173,11 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
 
 
 async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    if must_forward(broker, ctx):
-        return await forward(broker, ctx, _configs_settled(broker))
     """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
+    if must_forward(broker, ctx):
+        fwd = await forward(broker, ctx, _configs_settled(broker))
+        if fwd is not None:
+            return fwd
     out = []
     for res in req.resources:
         changes: dict[str, str | None] = {c.name: c.value for c in res.configs}
@@ -209,7 +211,9 @@ def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, s
 
 async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if must_forward(broker, ctx):
-        return await forward(broker, ctx, _configs_settled(broker))
+        fwd = await forward(broker, ctx, _configs_settled(broker))
+        if fwd is not None:
+            return fwd
     out = []
     for res in req.resources:
         changes: dict[str, str | None] = {}

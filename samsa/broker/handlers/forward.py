@@ -37,34 +37,55 @@ def decode_response(key: int, version: int, frame: bytes) -> Any:
 
 async def forward(broker: Broker, ctx: RequestContext,
                   settled: Callable[[Any], Callable[[], bool]] | None = None,
-                  timeout_s: float = 30.0) -> list[bytes]:
-    """Send the request to the active controller, retrying while there is none or it moved;
-    `settled(response)` gives the condition on the local image to wait for before answering."""
+                  timeout_s: float = 30.0) -> list[bytes] | None:
+    """Send the request to the active controller, retrying while there is none, it moved, or it
+    answers NOT_CONTROLLER; `settled(response)` gives the condition on the local image to wait
+    for before answering. None when this node became the active controller meanwhile: the
+    caller handles the request itself."""
     from samsa.cluster.channel import ChannelError
 
     deadline = time.monotonic() + timeout_s
-    answer: bytes | None = None
-    while answer is None:
+    while True:
+        if broker.node.active:
+            return None
         ch = broker.controller_channel()
+        answer: bytes | None = None
         if ch is not None:
             try:
                 answer = await ch.forward(ctx.frame)
             except ChannelError:
                 answer = None
-        if answer is None:
-            if time.monotonic() >= deadline:
-                ctx.conn.close()  # the client's own timeout and retry take over
-                return []
-            await asyncio.sleep(0.05)
-    if settled is not None:
-        try:
-            resp = decode_response(ctx.api_key, ctx.version, answer)
-        except Exception:
-            resp = None
-        if resp is not None:
-            await broker.node.wait_applied(settled(resp), PROPAGATION_WAIT_S)
-            await broker.reconciled()
+        resp = None
+        if answer is not None:
+            try:
+                resp = decode_response(ctx.api_key, ctx.version, answer)
+            except Exception:
+                resp = None
+            if resp is None or top_error(resp) != Err.NOT_CONTROLLER:
+                break
+        if time.monotonic() >= deadline:
+            if answer is not None:
+                break  # the client gets NOT_CONTROLLER and retries
+            ctx.conn.close()  # the client's own timeout and retry take over
+            return []
+        await asyncio.sleep(0.05)
+    if settled is not None and resp is not None:
+        await broker.node.wait_applied(settled(resp), PROPAGATION_WAIT_S)
+        await broker.reconciled()
     return [struct.pack(">i", len(answer)), answer]
+
+
+def top_error(resp: Any) -> int:
+    """The first error code of a controller response, wherever it lives (top level or the
+    first topic/result)."""
+    code = getattr(resp, "error_code", 0)
+    if code:
+        return int(code)
+    for attr in ("topics", "responses", "results"):
+        items = getattr(resp, attr, None)
+        if items:
+            return int(getattr(items[0], "error_code", 0))
+    return 0
 
 
 def ok_names(items: Any, name_attr: str = "name") -> list[str]:

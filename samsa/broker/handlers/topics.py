@@ -49,8 +49,10 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     duplicate names fail (INVALID_REQUEST); each other topic is checked and created on its own."""
     if must_forward(broker, ctx):
         image = broker.node.image
-        return await forward(broker, ctx, lambda r: lambda: all(
+        fwd = await forward(broker, ctx, lambda r: lambda: all(
             n in image.topics for n in ok_names(r.topics)) or bool(req.validate_only))
+        if fwd is not None:
+            return fwd
     topics = list(req.topics or ())
     default_partitions = broker.config.get_int("num.partitions")
     too_large = request_total_too_large(_requested_partitions(t, default_partitions)
@@ -103,8 +105,10 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     (INVALID_REQUEST), as Kafka's controller answers."""
     if must_forward(broker, ctx):
         image = broker.node.image
-        return await forward(broker, ctx, lambda r: lambda: not any(
+        fwd = await forward(broker, ctx, lambda r: lambda: not any(
             n in image.topics for n in ok_names(r.responses)))
+        if fwd is not None:
+            return fwd
     names = getattr(req, "topic_names", None)
     if names is not None and not getattr(req, "topics", None):
         items: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in names]
@@ -149,9 +153,11 @@ async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> An
     if must_forward(broker, ctx):
         image = broker.node.image
         want = {t.name: t.count for t in req.topics}
-        return await forward(broker, ctx, lambda r: lambda: bool(req.validate_only) or all(
+        fwd = await forward(broker, ctx, lambda r: lambda: bool(req.validate_only) or all(
             n in image.topics and image.topics[n].count >= want.get(n, 0)
             for n in ok_names(r.results)))
+        if fwd is not None:
+            return fwd
     topics = list(req.topics or ())
     image = broker.controller.image
     too_large = request_total_too_large(
