@@ -120,6 +120,49 @@ def run_once(broker: VersionedSamsa, pool: ClientPool, compression: str, partiti
     return count / seconds, read_rate
 
 
+class _Done(Exception):
+    """--consume-only finished its tables."""
+
+
+def consume_only(sides: list[VersionedSamsa], pool: ClientPool, count: int,
+                 repeats: int) -> list[str]:
+    """Consume A/B with less noise: each side's topic is produced once per cell, then read back
+    `repeats` times per side, alternating which side goes first."""
+    from confluent_kafka.admin import AdminClient
+
+    out: list[str] = []
+    for compression, partitions in CELLS:
+        topics = {}
+        for s in sides:
+            admin = AdminClient({"bootstrap.servers": s.bootstrap, "log_level": 3})
+            topic = f"abc-{compression}"
+            create_topic(admin, topic, partitions)
+            shares = [count // pool.size + (1 if i < count % pool.size else 0)
+                      for i in range(pool.size)]
+            _, outs = pool.run([Task("produce", s.bootstrap, topic, partitions, SIZE, n, "1",
+                                     compression, i) for i, n in enumerate(shares)])
+            failed = [o.error for o in outs if o.error is not None]
+            if failed:
+                raise RuntimeError(f"{s.name}: {failed[0]}")
+            topics[s.name] = (admin, topic)
+        reads: dict[str, list[float]] = {"before": [], "after": []}
+        steal0 = steal_seconds()
+        for r in range(repeats):
+            for s in sides if r % 2 == 0 else sides[::-1]:
+                topic = topics[s.name][1]
+                secs, outs = pool.run([Task("consume", s.bootstrap, topic, partitions, SIZE, count,
+                                            worker=i) for i in range(pool.size)])
+                failed = [o.error for o in outs if o.error is not None]
+                if failed:
+                    raise RuntimeError(f"{s.name}: {failed[0]}")
+                reads[s.name].append(count * pool.size / secs)
+                log(f"{compression} {s.name} read {r}: {reads[s.name][-1]:,.0f} msg/s")
+        out.append(_row(compression, partitions, reads, steal_seconds() - steal0))
+        for admin, topic in topics.values():
+            delete_topic(admin, topic)
+    return out
+
+
 def _row(compression: str, partitions: int, rates: dict[str, list[float]], steal: float) -> str:
     b, a = statistics.median(rates["before"]), statistics.median(rates["after"])
     runs = " / ".join(f"{x / y:.2f}" for x, y in zip(rates["after"], rates["before"], strict=True))
@@ -134,6 +177,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--micro-only", action="store_true", help="only the validator micro-benchmark")
     ap.add_argument("--no-consume", action="store_true", help="produce only (no read-back)")
+    ap.add_argument("--consume-only", action="store_true",
+                    help="produce each cell's topic once per side, then only A/B the reads")
     args = ap.parse_args()
     if args.micro_only:
         print("\n".join(micro()))
@@ -151,6 +196,15 @@ def main() -> None:
             s.start()
         pool = ClientPool(args.clients)
         try:
+            if args.consume_only:
+                run_once(sides[0], pool, "none", 1, args.count // 4, "warm", True)
+                run_once(sides[1], pool, "none", 1, args.count // 4, "warm", True)
+                rows = consume_only(sides, pool, args.count, args.repeats)
+                lines += [f"## Consume-only A/B, 1 KiB ({args.clients} readers of the whole "
+                          "topic, the same topic re-read each run; msg/s delivered, median)", "",
+                          "| compression | partitions | before | after | after/before (runs) | "
+                          "steal s |", "|---|---:|---:|---:|---:|---:|", *rows, ""]
+                raise _Done
             consume = not args.no_consume
             for s in sides:  # warm-up, unrecorded
                 run_once(s, pool, "none", 1, args.count // 4, "warm", consume)
@@ -180,6 +234,8 @@ def main() -> None:
             if consume:
                 lines += [f"## Consume throughput, 1 KiB ({args.clients} readers of the whole "
                           "topic; msg/s delivered, median of runs)", "", *header, *consumed, ""]
+        except _Done:
+            pass
         finally:
             pool.close()
             for s in sides:
