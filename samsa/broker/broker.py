@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from samsa.cluster.controller import ControllerError
@@ -14,10 +14,10 @@ from samsa.cluster.node import ClusterNode
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
+from samsa.coordinator.txn.markers import MarkerSender
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
-from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -74,6 +74,11 @@ class Broker:
         self.port = self.bind_port
         self._stopped = asyncio.Event()
         self._hosting = False  # partition logs follow the image from now on
+        self._reconcile_task: asyncio.Future[None] | None = None
+        self._reconcile_wanted = False
+        self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
+        self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
+        self._forget: set[str] = set()  # deleted topics whose group offsets are to go
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -107,7 +112,7 @@ class Broker:
         image = self.node.image
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
         self._hosting = True
-        self._reconcile()
+        await self._reconcile()
         self.lifecycle.start()
         await self._wait_unfenced()
         self.groups = self._group_coordinator()
@@ -135,7 +140,7 @@ class Broker:
             try:
                 await asyncio.wait_for(self.lifecycle.unfenced.wait(), 5.0)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("broker %d is not unfenced yet (registered: %s); waiting for the "
                             "active controller", self.node_id, self.lifecycle.broker_epoch >= 0)
 
@@ -155,9 +160,16 @@ class Broker:
             return
         from samsa.cluster.metadata import records as rec
 
-        if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord)
-                       for r in records):
-            self._reconcile()
+        for r in records:
+            if isinstance(r, rec.TopicRecord):
+                self._names_by_id[r.topic_id] = r.name
+            elif isinstance(r, rec.RemoveTopicRecord):
+                name = self._names_by_id.pop(r.topic_id, None)
+                if name is not None:
+                    self._forget.add(name)
+        if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord
+                                  | rec.TopicRecord) for r in records):
+            self._reconcile_soon()
         topics: set[str] = set()
         all_topics = full
         for r in records:
@@ -170,18 +182,52 @@ class Broker:
             if name in self.node.image.topics:
                 self.logs.update_config(name, self.controller.log_config(name))
 
-    def _reconcile(self) -> None:
-        """Make the local partition logs match the image: create the ones this broker hosts,
-        delete topics the image no longer has."""
+    def _reconcile_soon(self) -> None:
+        self._reconcile_wanted = True
+        if self._reconcile_task is None or self._reconcile_task.done():
+            self._reconcile_task = asyncio.ensure_future(self._reconcile_loop())
+
+    async def _reconcile_loop(self) -> None:
+        while self._reconcile_wanted:
+            self._reconcile_wanted = False
+            try:
+                await self._reconcile()
+            except Exception:
+                log.exception("reconciling partition logs with the metadata image failed")
+
+    async def reconciled(self) -> None:
+        """Wait until the local partition logs match the image as applied so far."""
+        while self._reconcile_task is not None and not self._reconcile_task.done():
+            await asyncio.shield(self._reconcile_task)
+
+    async def _reconcile(self) -> None:
+        """Make the local partition logs match the image: delete topics the image no longer has
+        (or has under another topic id), then create the partitions this broker hosts, yielding
+        between two (a partition costs files and fsyncs; thousands would hold the event loop) and
+        stopping for a topic deleted or replaced meanwhile."""
         image = self.node.image
-        for name, t in image.topics.items():
+        if not self._names_by_id:
+            self._names_by_id = {t.topic_id: t.name for t in image.topics.values()}
+        while self._forget and hasattr(self, "groups"):
+            # a deleted topic's committed offsets go with it, on every broker's own groups
+            await self.groups.forget_topic(self._forget.pop())
+        for name in {k[0] for k in self.logs.logs}:
+            t = image.topics.get(name)
+            if t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id:
+                self.logs.delete_topic(name)
+                self._topic_ids.pop(name, None)
+        for name, t in list(image.topics.items()):
             cfg = None
-            for p, st in t.partitions.items():
+            for p, st in list(t.partitions.items()):
+                if image.topics.get(name) is not t:
+                    break
                 if self.hosts(st) and self.logs.get(name, p) is None:
                     cfg = cfg or self.controller.log_config(name)
                     self.logs.create(name, p, cfg)
-        for name in {k[0] for k in self.logs.logs} - set(image.topics):
-            self.logs.delete_topic(name)
+                    self._topic_ids[name] = t.topic_id
+                    await asyncio.sleep(0)
+                elif name not in self._topic_ids and self.logs.get(name, p) is not None:
+                    self._topic_ids[name] = t.topic_id
 
     def _group_coordinator(self) -> GroupCoordinator:
         c = self.config
@@ -190,6 +236,7 @@ class Broker:
                               {"cleanup.policy": "compact",
                                "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"},
                               c.get_int("offsets.topic.replication.factor"))
+        topic.wait_local = self.reconciled
         cfg = GroupConfig(
             min_session_ms=c.get_int("group.min.session.timeout.ms"),
             max_session_ms=c.get_int("group.max.session.timeout.ms"),
@@ -207,11 +254,20 @@ class Broker:
                               c.get_int("transaction.state.log.num.partitions"),
                               {"cleanup.policy": "compact", "segment.bytes": "104857600"},
                               c.get_int("transaction.state.log.replication.factor"))
+        topic.wait_local = self.reconciled
         cfg = TxnConfig(
             max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
             check_interval_ms=c.get_int(
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
             id_expiration_ms=c.get_int("transactional.id.expiration.ms"))
+        from .handlers.markers import write_local
+
+        async def local(pid: int, epoch: int, commit: bool, tps: Iterable[tuple[str, int]],
+                        coordinator_epoch: int) -> dict[tuple[str, int], int]:
+            return await write_local(self, pid, epoch, commit, tps, coordinator_epoch)
+
+        self.txn_markers = MarkerSender(self.node_id, lambda: self.node.image,
+                                        self.inter_broker_listener, local)
         return TransactionCoordinator(
             topic, cfg, self.controller.allocate_producer_id, self._write_markers,
             lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),
@@ -230,20 +286,10 @@ class Broker:
 
     async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
                              partitions: set[tuple[str, int]]) -> None:
-        """Single node: the coordinator writes COMMIT/ABORT markers straight into the partition
-        logs (what WriteTxnMarkers does between brokers), then applies transactional offsets."""
-        marker = CONTROL_COMMIT if commit else CONTROL_ABORT
-        flush = []
-        for topic, p in sorted(partitions):
-            lg = self.logs.get(topic, p)
-            if lg is None:
-                continue  # the topic was deleted meanwhile: nothing to mark
-            lg.append_marker(producer_id, epoch, marker, 0)
-            if lg.flush_due:
-                flush.append(lg)
-        self.groups.complete_txn(producer_id, commit)
-        for lg in flush:
-            await lg.flush()
+        """COMMIT/ABORT markers into every partition of a transaction: written here for the
+        partitions this broker leads, sent as WriteTxnMarkers to the leaders of the others;
+        retried until written (MarkerSender)."""
+        await self.txn_markers.write(producer_id, epoch, commit, partitions)
 
     async def stop(self) -> None:
         if self.is_broker and self._hosting:
@@ -254,6 +300,7 @@ class Broker:
             self._producer_expiry.cancel()
         if hasattr(self, "txn"):
             self.txn.stop()
+            await self.txn_markers.close()
         if hasattr(self, "groups"):
             self.groups.stop()
         for server in self.servers:

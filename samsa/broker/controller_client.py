@@ -88,18 +88,21 @@ class ControllerClient:
     async def create_topic(self, name: str, partitions: int, replication: int,
                            configs: dict[str, str | None], validate_only: bool = False,
                            internal: bool = False,
-                           assignments: Sequence[Sequence[int]] | None = None) -> uuid.UUID:
+                           assignments: Sequence[tuple[int, Sequence[int]]] | None = None
+                           ) -> uuid.UUID:
         c = self.local
         if c is not None:
             try:
-                return await c.create_topic(name, partitions, replication, configs,
-                                            validate_only, assignments)
+                tid = await c.create_topic(name, partitions, replication, configs,
+                                           validate_only, assignments)
+                await self.broker.reconciled()
+                return tid
             except NotControllerError:
                 pass
         body = {"topics": [{"name": name, "num_partitions": partitions,
                             "replication_factor": replication,
                             "assignments": [{"partition_index": i, "broker_ids": tuple(b)}
-                                            for i, b in enumerate(assignments or ())],
+                                            for i, b in assignments or ()],
                             "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
                 "timeout_ms": 30000, "validate_only": validate_only}
         resp = await self._remote(CREATE_TOPICS, 7, body)
@@ -108,12 +111,14 @@ class ControllerClient:
             raise ControllerError(t.error_code, t.error_message or "")
         if not validate_only:
             await self.node.wait_applied(lambda: name in self.image.topics, 5.0)
+            await self.broker.reconciled()
         return t.topic_id
 
     async def delete_topic(self, name: str) -> None:
         c = self.local
         if c is not None:
             await c.delete_topic(name)
+            await self.broker.reconciled()
             return
         resp = await self._remote(DELETE_TOPICS, 6, {"topics": [{"name": name}],
                                                      "timeout_ms": 30000})
@@ -127,6 +132,7 @@ class ControllerClient:
         c = self.local
         if c is not None:
             await c.create_partitions(name, count, validate_only, assignments)
+            await self.broker.reconciled()
             return
         body = {"topics": [{"name": name, "count": count,
                             "assignments": None if assignments is None else

@@ -4,10 +4,11 @@ Kafka's settings, appended to directly by coordinators, replayed at start."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from samsa.protocol.batch import read_header
 from samsa.protocol.records import control_marker, decode_batch, encode_batch, iter_batches
@@ -42,6 +43,8 @@ class InternalTopic:
         self.configs = configs
         self.replication = replication
         self._lock = asyncio.Lock()
+        # waits until the broker has opened the logs the image gives it (set by the broker)
+        self.wait_local: Callable[[], Awaitable[None]] | None = None
 
     @property
     def exists(self) -> bool:
@@ -65,13 +68,40 @@ class InternalTopic:
             t = self.controller.image.topics.get(self.name)
             if t is not None:
                 self.partitions = t.count
+            await self.local_ready()
+
+    async def local_ready(self, timeout_s: float = 10.0) -> None:
+        """Until the broker has opened the local logs of what the image holds (bounded)."""
+        if self.wait_local is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wait_local(), timeout_s)
+
+    def count(self) -> int:
+        """The partition count every broker agrees on: the image's once the topic exists."""
+        t = self.controller.image.topics.get(self.name)
+        return t.count if t is not None else self.partitions
+
+    def leader_of(self, key: str) -> int:
+        """The broker leading the key's partition (the key's coordinator); -1 if none or the
+        topic does not exist yet."""
+        t = self.controller.image.topics.get(self.name)
+        if t is None:
+            return -1
+        st = t.partitions.get(partition_for(key, t.count))
+        return -1 if st is None else st.leader
+
+    def owns(self, key: str) -> bool:
+        """This broker coordinates `key`: it leads the key's partition and holds its log."""
+        if self.leader_of(key) != self.controller.node.node_id:
+            return False
+        return self.hosted(partition_for(key, self.count()))
 
     def hosted(self, partition: int) -> bool:
         """This broker holds the partition's log (it leads it)."""
         return self.logs.get(self.name, partition) is not None
 
     def partition_of(self, key: str) -> int:
-        return partition_for(key, self.partitions)
+        return partition_for(key, self.count())
 
     def log(self, partition: int) -> PartitionLog:
         lg = self.logs.get(self.name, partition)
@@ -95,13 +125,16 @@ class InternalTopic:
             await lg.flush()
         return base
 
-    def replay(self) -> Iterator[ReplayItem]:
-        """Every record in offset order, partition by partition, with its batch's producer id,
-        transactional flag and, for control batches, the marker type (0 abort, 1 commit)."""
+    def replay(self, partitions: set[int] | None = None) -> Iterator[ReplayItem]:
+        """Every record in offset order, partition by partition (all hosted ones, or those in
+        `partitions`), with its batch's producer id, transactional flag and, for control batches,
+        the marker type (0 abort, 1 commit)."""
         if not self.exists:
             return
         self.partitions = self.controller.image.topics[self.name].count
         for p in range(self.partitions):
+            if partitions is not None and p not in partitions:
+                continue
             lg = self.logs.get(self.name, p)
             if lg is None:
                 continue
@@ -129,9 +162,10 @@ class InternalTopic:
                 if not progressed:
                     break
 
-    def replay_values(self) -> Iterator[tuple[bytes, bytes | None]]:
+    def replay_values(self, partitions: set[int] | None = None
+                      ) -> Iterator[tuple[bytes, bytes | None]]:
         """(key, value) of every non-transactional keyed record."""
-        for item in self.replay():
+        for item in self.replay(partitions):
             if item.key is not None and not item.transactional:
                 yield item.key, item.value
 

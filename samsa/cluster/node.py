@@ -111,8 +111,6 @@ class ClusterNode:
         if self.metadata_dir not in dirs:
             dirs.append(self.metadata_dir)
         if self.embedded:
-            for d in dirs:
-                d.mkdir(parents=True, exist_ok=True)
             legacy = None if (self.metadata_dir / "meta.properties").exists() else \
                 legacy_records(self.metadata_dir, self.node_id)
             found = next((m.cluster_id for m in map(mp.read, dirs) if m is not None), None)

@@ -87,6 +87,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ADD_OFFSETS_TO_TXN: (0, 4),
     END_TXN: (0, 4),
     TXN_OFFSET_COMMIT: (0, 4),
+    WRITE_TXN_MARKERS: (1, 1),  # inter-broker; Kafka lists it too
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),

@@ -15,6 +15,7 @@ import uuid
 from typing import Protocol
 
 from samsa.protocol.codec import uvarint as _uvarint
+from samsa.protocol.leader_hint import NodeEndpoint, partition_tags, top_level_tags
 
 _I32 = struct.Struct(">i")
 _I16_I32 = struct.Struct(">hi")
@@ -44,11 +45,12 @@ class FetchPartition:
     """One partition of a Fetch response; `aborted` is None or [(producer id, first offset)]."""
 
     __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "aborted", "preferred_read_replica", "records")
+                 "aborted", "preferred_read_replica", "records", "current_leader")
 
     def __init__(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
                  log_start_offset: int, aborted: list[tuple[int, int]] | None,
-                 records: Records | None, preferred_read_replica: int = -1) -> None:
+                 records: Records | None, preferred_read_replica: int = -1,
+                 current_leader: tuple[int, int] | None = None) -> None:
         self.index = index
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -57,6 +59,7 @@ class FetchPartition:
         self.aborted = aborted
         self.preferred_read_replica = preferred_read_replica
         self.records = records
+        self.current_leader = current_leader  # KIP-951: (leader id, epoch) with NOT_LEADER
 
     @property
     def records_size(self) -> int:
@@ -69,7 +72,8 @@ class FetchPartition:
 def encode_fetch_response(version: int, correlation_id: int,
                           topics: list[tuple[str | uuid.UUID | None, list[FetchPartition]]],
                           error_code: int = 0, session_id: int = 0,
-                          throttle_time_ms: int = 0) -> FetchChunks:
+                          throttle_time_ms: int = 0,
+                          node_endpoints: list[NodeEndpoint] | None = None) -> FetchChunks:
     """Length-prefixed Fetch response frame. `topics` holds (name, or topic id from v13, partitions)."""
     flexible = version >= 12
     by_id = version >= 13
@@ -130,12 +134,13 @@ def encode_fetch_response(version: int, correlation_id: int,
                 out.append(bytes(buf))
                 out.append(records)
                 buf = bytearray()
-            if flexible:
-                buf += b"\x00"  # partition tagged fields
+            if flexible:  # tagged fields: current_leader (tag 1) from v16 (KIP-951)
+                leader = p.current_leader
+                buf += b"\x00" if leader is None or version < 16 else partition_tags(1, leader)
         if flexible:
             buf += b"\x00"  # topic tagged fields
-    if flexible:
-        buf += b"\x00"  # top-level tagged fields (node_endpoints: empty, omitted)
+    if flexible:  # top-level tagged fields: node_endpoints from v16 (KIP-951)
+        buf += top_level_tags(node_endpoints if version >= 16 else None)
     size += len(buf)
     out.append(bytes(buf))
     out[0] = _I32.pack(size)

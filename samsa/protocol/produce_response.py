@@ -7,6 +7,7 @@ import struct
 from typing import Any
 
 from samsa.protocol.codec import uvarint as _uvarint
+from samsa.protocol.leader_hint import NodeEndpoint, partition_tags, top_level_tags
 
 _I32 = struct.Struct(">i")
 _PART_V3 = struct.Struct(">ihqq")       # index, error, base offset, log append time
@@ -22,8 +23,13 @@ def _nullable_str(s: str | None, flexible: bool) -> bytes:
 
 
 def encode_produce_response(version: int, correlation_id: int,
-                            responses: list[dict[str, Any]]) -> list[bytes]:
-    """Length-prefixed frame for a Produce response built by handlers.produce, as one chunk."""
+                            responses: list[dict[str, Any]],
+                            node_endpoints: list[NodeEndpoint] | None = None) -> list[bytes]:
+    """Length-prefixed frame for a Produce response built by handlers.produce, as one chunk.
+    From v10 a partition's "current_leader" (leader id, epoch) and `node_endpoints` are sent
+    (KIP-951); `node_endpoints` is None when no partition has one (possibly [] otherwise)."""
+    kip951 = version >= 10
+    hinted = kip951 and node_endpoints is not None  # some partition has a current_leader
     flexible = version >= 9
     out = bytearray(b"\0\0\0\0")  # size, patched at the end
     out += _CORR.pack(correlation_id)
@@ -58,12 +64,16 @@ def encode_produce_response(version: int, correlation_id: int,
                     if flexible:
                         out += b"\x00"
                 out += _nullable_str(p.get("error_message"), flexible)
-            if flexible:
+            if hinted and "current_leader" in p:
+                out += partition_tags(0, p["current_leader"])
+            elif flexible:
                 out += b"\x00"  # partition tagged fields
         if flexible:
             out += b"\x00"  # topic tagged fields
     out += _I32.pack(0)  # throttle_time_ms
-    if flexible:
+    if kip951:
+        out += top_level_tags(node_endpoints)
+    elif flexible:
         out += b"\x00"  # top-level tagged fields
     _I32.pack_into(out, 0, len(out) - 4)
     return [bytes(out)]

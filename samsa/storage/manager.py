@@ -40,7 +40,7 @@ class LogManager:
             marker = d / CLEAN_MARKER
             if marker.exists():
                 fsio.unlink(marker)
-            elif any(d.iterdir()):
+            elif any(p.name != "meta.properties" for p in d.iterdir()):
                 clean = False
         self.clean_start = clean
         return clean

@@ -39,6 +39,7 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     24: (0, 5),   # AddPartitionsToTxn
     25: (0, 4),   # AddOffsetsToTxn
     26: (0, 5),   # EndTxn
+    27: (1, 1),   # WriteTxnMarkers
     28: (0, 5),   # TxnOffsetCommit
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs

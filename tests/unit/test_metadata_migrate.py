@@ -9,15 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import (
-    AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-)
 
 from samsa.cluster.metadata.image import MetadataImage
 from samsa.cluster.metadata.legacy import MetadataLog
@@ -32,53 +23,56 @@ from samsa.cluster.metadata.records import (
 )
 from samsa.cluster.quorum.disk.log import FileRaftLog
 from samsa.cluster.quorum.log import Entry
-from samsa.testing import SamsaBroker
-from tests.wire import Wire
+
+LEGACY_CLUSTER = "lEgAcYcLuStErIdAAAAAAA"
+ORDERS_ID = uuid.UUID("6f1c3f36-1b7e-4b61-9a3f-0b6f1f3f8c01")
 
 
-def _alter(admin: AdminClient, kind: Any, name: str, key: str,
-           value: str | None) -> None:
-    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
-    res = ConfigResource(kind, name, incremental_configs=[ConfigEntry(key, value,
-                                                                      incremental_operation=op)])
-    next(iter(admin.incremental_alter_configs([res]).values())).result(10)
+def write_legacy_dir(logs: Path) -> None:
+    """A data dir as the single-node broker before the quorum wrote it: its JSON metadata log,
+    written by that broker's own writer (legacy.MetadataLog), with topics with configs, one
+    grown, one deleted, broker configs cluster-wide and for node 1, producer ids handed out,
+    plus a partition log holding one record."""
+    import asyncio
+
+    from samsa.protocol.records import encode_batch
+    from samsa.storage.log import LogConfig, PartitionLog
+
+    logs.mkdir(parents=True, exist_ok=True)
+    meta = MetadataLog(logs, clean=True)
+    writes: list[list[dict[str, Any]]] = [
+        [{"type": "cluster", "cluster_id": LEGACY_CLUSTER}],
+        [{"type": "topic", "name": "orders", "topic_id": str(ORDERS_ID), "partitions": 3,
+          "configs": {"retention.ms": "86400000", "cleanup.policy": "compact"},
+          "internal": False}],
+        [{"type": "topic", "name": "gone", "topic_id": str(uuid.uuid4()), "partitions": 1,
+          "configs": {}, "internal": False}],
+        [{"type": "topic", "name": "plain", "topic_id": str(uuid.uuid4()), "partitions": 1,
+          "configs": {}, "internal": False}],
+        [{"type": "partitions", "name": "plain", "partitions": 2}],
+        [{"type": "remove_topic", "name": "gone"}],
+        [{"type": "topic_config", "name": "orders", "configs": {"segment.bytes": "1048576"}}],
+        [{"type": "topic_config", "name": "orders", "configs": {"cleanup.policy": None}}],
+        [{"type": "broker_config", "configs": {"log.retention.ms": "3600000"}, "node": ""}],
+        [{"type": "broker_config", "configs": {"log.segment.bytes": "2097152"}, "node": "1"}],
+        [{"type": "producer_ids", "next": 1000}],
+    ]
+
+    async def write() -> None:
+        for recs in writes:
+            await meta.write(recs)
+    asyncio.run(write())
+    meta.close()
+    lg = PartitionLog.open(logs / "orders-0", "orders", 0, LogConfig(), clean=True)
+    lg.append(bytearray(encode_batch([(b"k", b"legacy-value", [], 1700000000000)])))
+    lg.close(True)
 
 
 @pytest.fixture(scope="module")
 def legacy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir the current (single-node, JSON metadata) broker wrote: topics with configs,
-    one grown, one deleted, broker configs cluster-wide and for node 1, producer ids handed out."""
-    data = tmp_path_factory.mktemp("legacy")
-    with SamsaBroker(data_dir=data / "broker") as b:
-        admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        fs = admin.create_topics([
-            NewTopic("orders", 3, 1, config={"retention.ms": "86400000",
-                                              "cleanup.policy": "compact"}),
-            NewTopic("gone", 1, 1),
-            NewTopic("plain", 1, 1)])
-        for f in fs.values():
-            f.result(10)
-        for f in admin.create_partitions([NewPartitions("plain", 2)]).values():
-            f.result(10)
-        for f in admin.delete_topics(["gone"]).values():
-            f.result(10)
-        _alter(admin, ConfigResource.Type.TOPIC, "orders", "segment.bytes", "1048576")
-        _alter(admin, ConfigResource.Type.TOPIC, "orders", "cleanup.policy", None)
-        w = Wire(b.bootstrap)  # the cluster-wide resource "" is out of the clients' reach
-        try:
-            resp = w.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": "",
-                                                    "configs": [{"name": "log.retention.ms",
-                                                                 "config_operation": 0,
-                                                                 "value": "3600000"}]}],
-                                     "validate_only": False})
-        finally:
-            w.close()
-        assert int(resp.responses[0].error_code) == 0
-        _alter(admin, ConfigResource.Type.BROKER, "1", "log.segment.bytes", "2097152")
-        p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True})
-        p.produce("orders", b"v", partition=0)
-        assert p.flush(10) == 0
-    return data / "broker" / "logs"
+    logs = tmp_path_factory.mktemp("legacy") / "logs"
+    write_legacy_dir(logs)
+    return logs
 
 
 def test_legacy_dir_becomes_records(legacy_dir: Path, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ follow Kafka's controller and ReplicaManager.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -130,8 +129,12 @@ async def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     ctrl_name = broker.controller_listeners[0].name if broker.controller_listeners else \
         "CONTROLLER"
     for v in node.voters.values():
+        name, host, port = ctrl_name, v.host, v.port
+        if not broker.controller_listeners and v.node_id == broker.node_id:
+            # the embedded node has no CONTROLLER listener: its client listener reaches it
+            name, host, port = broker.inter_broker_listener, broker.host, broker.port
         nodes.append({"node_id": v.node_id, "listeners": [
-            {"name": ctrl_name, "host": v.host, "port": v.port}]})
+            {"name": name, "host": host, "port": port}]})
     return {"error_code": 0, "error_message": None,
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [
                 {"partition_index": 0, "error_code": 0, "error_message": None,

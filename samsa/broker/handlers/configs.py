@@ -34,7 +34,8 @@ Layers = list[tuple[dict[str, str], int]]
 def _layers(broker: Broker) -> Layers:
     """Where a broker setting can come from, highest precedence first."""
     image = broker.controller.image
-    return [(image.node_configs, DYNAMIC_BROKER), (image.broker_configs, DYNAMIC_DEFAULT_BROKER),
+    own = image.node_configs.get(broker.node_id, {})
+    return [(own, DYNAMIC_BROKER), (image.cluster_configs, DYNAMIC_DEFAULT_BROKER),
             (broker.config.values, STATIC_BROKER), (STATIC_DEFAULTS, DEFAULT)]
 
 
@@ -88,7 +89,7 @@ def _describe_broker(broker: Broker, per_broker: bool, keys: set[str] | None, sy
     if per_broker:
         names = sorted(BROKER_CONFIGS)
     else:
-        names = sorted(k for k in broker.controller.image.broker_configs if k in BROKER_CONFIGS)
+        names = sorted(k for k in broker.controller.image.cluster_configs if k in BROKER_CONFIGS)
         layers = [(values, src) for values, src in layers if src == DYNAMIC_DEFAULT_BROKER]
     out = []
     for k in names:
@@ -133,7 +134,12 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
 def _broker_layer(broker: Broker, res: Any) -> dict[str, str]:
     """The dynamic settings a broker resource holds: its own ("1") or the cluster defaults ("")."""
     image = broker.controller.image
-    return image.node_configs if res.resource_name else image.broker_configs
+    if not res.resource_name:
+        return image.cluster_configs
+    try:
+        return image.node_configs.get(int(res.resource_name), {})
+    except ValueError:
+        return {}
 
 
 async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
@@ -144,7 +150,8 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
         if res.resource_type == TOPIC:
             await broker.controller.alter_topic_configs(res.resource_name, changes, validate_only)
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(broker.node_id)):
+            known = {str(b) for b in broker.controller.image.brokers} | {str(broker.node_id)}
+            if res.resource_name not in known | {""}:
                 raise ControllerError(Err.INVALID_REQUEST,
                                       f"Unexpected broker id {res.resource_name}")
             fixed = sorted(k for k in changes if k in BROKER_CONFIGS and is_read_only(k))
@@ -200,8 +207,7 @@ def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, s
     return d, own.get(name, d.default or "")
 
 
-async def incremental_alter_configs(broker: Broker, ctx: RequestContext,
-                                    req: Any) -> dict[str, Any]:
+async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if must_forward(broker, ctx):
         return await forward(broker, ctx, _configs_settled(broker))
     out = []

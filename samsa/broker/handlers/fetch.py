@@ -27,6 +27,8 @@ from samsa.protocol.fetch_response import FetchChunks, FetchPartition, encode_fe
 from samsa.storage.file_slice import FileSlice
 from samsa.storage.log import OffsetOutOfRange, PartitionLog
 
+from .leader_hints import LeaderHints
+
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
@@ -43,8 +45,8 @@ def _resolve(broker: Broker, ctx: RequestContext, ft: Any) -> tuple[str | None, 
 
 
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
-              plan: list[tuple[Any, str | None, list[Any]]]) -> tuple[list[_Topic], int, bool,
-                                                                     list[PartitionLog]]:
+              plan: list[tuple[Any, str | None, list[Any]]],
+              hints: LeaderHints) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
     """One pass over the plan: file slices (not bytes) for the record data."""
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     total = 0
@@ -62,7 +64,11 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                 code = unknown if name is None else broker.partition_error(name, idx)
                 if code == Err.UNKNOWN_TOPIC_OR_PARTITION:
                     code = unknown
-                out.append(FetchPartition(idx, code, -1, -1, -1, None, b""))
+                leader = hints.current_leader(name, idx) \
+                    if name is not None and code == Err.NOT_LEADER_OR_FOLLOWER \
+                    and ctx.version >= 16 else None
+                out.append(FetchPartition(idx, code, -1, -1, -1, None, b"",
+                                          current_leader=leader))
                 errors = True
                 continue
             logs.append(lg)
@@ -134,14 +140,16 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
     max_wait_ms = req.max_wait.total_seconds() * 1000
     deadline = time.monotonic() + max_wait_ms / 1000
     loop = asyncio.get_running_loop()
+    hints = LeaderHints(broker, ctx)
     while True:
-        responses, total, errors, logs = _read_all(broker, ctx, req, plan)
+        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints)
         left = deadline - time.monotonic()
         if total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed:
             if session is not None:
                 responses = _session_filter(session, responses, incremental)
             return encode_fetch_response(ctx.version, ctx.correlation_id, responses,
-                                         session_id=session.id if session is not None else 0)
+                                         session_id=session.id if session is not None else 0,
+                                         node_endpoints=hints.node_endpoints())
         _release(responses)  # re-read after the wait: the data may have grown
         # one future for all partitions (an append to any of them, or the deadline, resolves it)
         wake: asyncio.Future[None] = loop.create_future()

@@ -63,6 +63,7 @@ async def forward(broker: Broker, ctx: RequestContext,
             resp = None
         if resp is not None:
             await broker.node.wait_applied(settled(resp), PROPAGATION_WAIT_S)
+            await broker.reconciled()
     return [struct.pack(">i", len(answer)), answer]
 
 

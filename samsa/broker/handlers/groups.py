@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.cluster.controller import ControllerError
 from samsa.coordinator.group.consumer_group import HeartbeatError
 from samsa.coordinator.group.model import GroupState
+from samsa.coordinator.routing import owner_error
 from samsa.protocol.errors import Err
 
 if TYPE_CHECKING:
@@ -21,15 +23,36 @@ def _ms(td: Any) -> int:
     return int(td.total_seconds() * 1000) if hasattr(td, "total_seconds") else int(td)
 
 
+async def _locate(broker: Broker, ctx: RequestContext, key_type: int,
+                  key: str) -> dict[str, Any]:
+    """The coordinator of `key`: the leader of its internal-topic partition, with that broker's
+    endpoint on the listener the request came in on (the internal topic is created on first
+    use, through the active controller, from whichever broker is asked)."""
+    coord = broker.groups if key_type == GROUP_KEY else broker.txn
+    none = {"key": key, "node_id": -1, "host": "", "port": -1}
+    try:
+        await coord.topic.ensure()
+    except ControllerError as e:
+        return {**none, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                "error_message": f"The coordinator topic cannot be created: {e}"}
+    leader = coord.topic.leader_of(key)
+    reg = broker.node.image.brokers.get(leader)
+    name = getattr(ctx.conn, "listener_name", None) or broker.inter_broker_listener
+    ep = None if reg is None or reg.fenced else reg.endpoints.get(name)
+    if ep is None:
+        return {**none, "error_code": Err.COORDINATOR_NOT_AVAILABLE,
+                "error_message": "The coordinator is not available."}
+    return {"key": key, "node_id": leader, "host": ep[0], "port": ep[1], "error_code": 0,
+            "error_message": None}
+
+
 async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
     key_type = getattr(req, "key_type", GROUP_KEY)
     results = []
     for key in keys:
         if key_type in (GROUP_KEY, TXN_KEY):
-            await (broker.groups.topic if key_type == GROUP_KEY else broker.txn.topic).ensure()
-            results.append({"key": key, "node_id": broker.node_id, "host": broker.host,
-                            "port": broker.port, "error_code": 0, "error_message": None})
+            results.append(await _locate(broker, ctx, key_type, key))
         else:
             results.append({"key": key, "node_id": -1, "host": "", "port": -1,
                             "error_code": Err.INVALID_REQUEST,
@@ -41,12 +64,22 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dic
             "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
 
 
+async def _owner(broker: Broker, group_id: str) -> int:
+    """0 if this broker coordinates the group, else NOT_COORDINATOR (or
+    COORDINATOR_NOT_AVAILABLE)."""
+    return await owner_error(broker.groups, group_id)
+
+
 def _client_host(ctx: RequestContext) -> str:
     peer = ctx.conn.transport.get_extra_info("peername") if ctx.conn.transport else None
     return f"/{peer[0]}" if peer else ""
 
 
 async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "error_code": code, "generation_id": -1,
+                "protocol_name": None if ctx.version >= 7 else "", "leader": "",
+                "member_id": req.member_id, "members": []}
     session = _ms(req.session_timeout)
     rebalance = _ms(req.rebalance_timeout) if ctx.version >= 1 else session
     resp = await broker.groups.join(
@@ -60,6 +93,9 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
 
 
 async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "error_code": code, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     resp = await broker.groups.sync(
         group_id=req.group_id, member_id=req.member_id,
         instance_id=getattr(req, "group_instance_id", None), generation=req.generation_id,
@@ -71,14 +107,18 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
             "assignment": resp.get("assignment", b"")}
 
 
-def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "error_code": code}
     code = broker.groups.heartbeat(group_id=req.group_id, member_id=req.member_id,
                                    instance_id=getattr(req, "group_instance_id", None),
                                    generation=req.generation_id)
     return {"throttle_time": 0, "error_code": code}
 
 
-def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "error_code": code, "members": []}
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
@@ -92,6 +132,11 @@ def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
 
 
 async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": code} for p in t.partitions]}
+            for t in req.topics]}
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions]
@@ -128,19 +173,36 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any,
     return [{"name": t, "partitions": ps} for t, ps in by_topic.items()], 0
 
 
-def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def _error_topics(topics: Any, code: int) -> list[dict[str, Any]]:
+    """A group-level error in OffsetFetch v0-1, which have no top-level error code: on every
+    requested partition."""
+    return [{"name": t.name, "partitions": [
+        {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+         "metadata": "", "error_code": code} for p in t.partition_indexes]}
+        for t in topics or ()]
+
+
+async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.version >= 8:
         groups = []
         for g in req.groups:
+            if code := await _owner(broker, g.group_id):
+                groups.append({"group_id": g.group_id, "topics": [], "error_code": code})
+                continue
             topics, code = _fetch_group(broker, g.group_id, g.topics, req.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
+    if code := await _owner(broker, req.group_id):
+        topics = [] if ctx.version >= 2 else _error_topics(req.topics, code)
+        return {"throttle_time": 0, "topics": topics, "error_code": code}
     topics, code = _fetch_group(broker, req.group_id, req.topics,
                                 getattr(req, "require_stable", False))
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
 async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"error_code": code, "throttle_time": 0, "topics": []}
     tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     result = await broker.groups.delete_offsets(req.group_id, tps)
     if isinstance(result, int):
@@ -172,9 +234,14 @@ def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
-def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
     for gid in req.groups:
+        if code := await _owner(broker, gid):
+            out.append({"error_code": code, "error_message": None, "group_id": gid,
+                        "group_state": "", "protocol_type": "", "protocol_data": "",
+                        "members": [], "authorized_operations": -2**31})
+            continue
         g = broker.groups.groups.get(gid)
         if g is None or g.state == GroupState.DEAD:
             out.append({"error_code": Err.GROUP_ID_NOT_FOUND if ctx.version >= 6 else 0,
@@ -196,12 +263,18 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, 
 
 
 async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    results = [{"group_id": gid, "error_code": await broker.groups.delete_group(gid)}
+    results = [{"group_id": gid,
+                "error_code": await _owner(broker, gid) or await broker.groups.delete_group(gid)}
                for gid in req.groups_names]
     return {"throttle_time": 0, "results": results}
 
 
-def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def consumer_group_heartbeat(broker: Broker, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
+    if code := await _owner(broker, req.group_id):
+        return {"throttle_time": 0, "error_code": code, "error_message": None,
+                "member_id": req.member_id or None, "member_epoch": -1,
+                "heartbeat_interval": 0, "assignment": None}
     owned = None if req.topic_partitions is None else \
         [(tp.topic_id, list(tp.partitions)) for tp in req.topic_partitions]
     subscribed = None if req.subscribed_topic_names is None else list(req.subscribed_topic_names)
@@ -219,9 +292,15 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> d
     return {"throttle_time": 0, "error_message": None, **resp}
 
 
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def consumer_group_describe(broker: Broker, ctx: RequestContext,
+                                  req: Any) -> dict[str, Any]:
     groups = []
     for gid in req.group_ids:
+        if code := await _owner(broker, gid):
+            groups.append({"error_code": code, "error_message": None, "group_id": gid,
+                           "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                           "assignor_name": "", "members": [], "authorized_operations": -2**31})
+            continue
         d = broker.groups.describe_consumer_group(gid)
         d["authorized_operations"] = -2**31
         groups.append(d)

@@ -119,6 +119,35 @@ async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
 
 
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": broker.controller.image.cluster_id,
-            "controller_id": controller_id(broker), "brokers": _brokers(broker, ctx)}
+    """Brokers (endpoint type 1), or, asked on a CONTROLLER listener, the controllers (type 2,
+    KIP-919); v2 can include fenced brokers (IncludeFencedBrokers) and flags them."""
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    base = {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": broker.controller.image.cluster_id}
+    on_controller = ctx.conn.spec.controller
+    if endpoint_type == 2:
+        if not on_controller:
+            return {**base, "error_code": Err.MISMATCHED_ENDPOINT_TYPE,
+                    "error_message": "The request was sent to an endpoint of the wrong type: "
+                                     "endpoint type CONTROLLER", "controller_id": -1,
+                    "brokers": []}
+        return {**base, "controller_id": broker.node.leader_id
+                if broker.node.leader_id is not None else -1,
+                "brokers": [{"broker_id": v.node_id, "host": v.host, "port": v.port,
+                             "rack": None, "is_fenced": False}
+                            for v in broker.node.voters.values()]}
+    if on_controller and endpoint_type == 1 and ctx.version >= 1:
+        return {**base, "error_code": Err.MISMATCHED_ENDPOINT_TYPE,
+                "error_message": "The request was sent to an endpoint of the wrong type: "
+                                 "endpoint type BROKER", "controller_id": -1, "brokers": []}
+    brokers = _brokers(broker, ctx)
+    if getattr(req, "include_fenced_brokers", False):
+        name = ctx.conn.listener_name or broker.inter_broker_listener
+        live = {b["broker_id"] for b in brokers}
+        for b in broker.node.image.brokers.values():
+            ep = b.endpoints.get(name) or next(iter(b.endpoints.values()), None)
+            if b.broker_id not in live and ep is not None:
+                brokers.append({"broker_id": b.broker_id, "host": ep[0], "port": ep[1],
+                                "rack": b.rack, "is_fenced": True})
+    return {**base, "controller_id": controller_id(broker),
+            "brokers": [{**b, "is_fenced": b.get("is_fenced", False)} for b in brokers]}

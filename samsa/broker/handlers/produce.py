@@ -10,11 +10,14 @@ from typing import TYPE_CHECKING, Any
 from samsa.protocol import codecs
 from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
+from samsa.protocol.leader_hint import NodeEndpoint
 from samsa.protocol.produce_response import encode_produce_response
 from samsa.protocol.recordcheck import validate_records
 from samsa.registry.validation import SchemaCheck
 from samsa.registry.validation import checker as schema_checker
 from samsa.storage.producer_state import ProducerStateError
+
+from .leader_hints import LeaderHints
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -98,6 +101,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     now_ms = int(time.time() * 1000)
     responses = []
     to_flush: list[PartitionLog] = []
+    hints: LeaderHints | None = None
     for td in req.topic_data:
         parts = []
         for pd in td.partition_data:
@@ -106,7 +110,11 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 continue
             lg = broker.partition_log(td.name, pd.index)
             if lg is None:
-                parts.append(_error(pd.index, broker.partition_error(td.name, pd.index)))
+                code = broker.partition_error(td.name, pd.index)
+                parts.append(_error(pd.index, code))
+                if code == Err.NOT_LEADER_OR_FOLLOWER and ctx.version >= 10:  # KIP-951
+                    hints = hints or LeaderHints(broker, ctx)
+                    parts[-1]["current_leader"] = hints.current_leader(td.name, pd.index)
                 continue
             r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
                             ctx.version)
@@ -114,15 +122,17 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 to_flush.append(lg)
             parts.append(r)
         responses.append({"name": td.name, "partition_responses": parts})
+    endpoints = hints.node_endpoints() or [] if hints is not None else None
     if to_flush:
-        return _flush_then(to_flush, ctx, responses, acks)
+        return _flush_then(to_flush, ctx, responses, acks, endpoints)
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
-                                                          responses)
+                                                          responses, endpoints)
 
 
 async def _flush_then(logs: list[PartitionLog], ctx: RequestContext,
-                      responses: list[dict[str, Any]], acks: int) -> list[bytes] | None:
+                      responses: list[dict[str, Any]], acks: int,
+                      endpoints: list[NodeEndpoint] | None) -> list[bytes] | None:
     for lg in logs:
         await lg.flush()
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
-                                                          responses)
+                                                          responses, endpoints)

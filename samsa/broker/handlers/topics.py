@@ -12,9 +12,9 @@ from samsa.cluster.limits import EXCESSIVE, check_topic_assignments, request_tot
 from samsa.config import TOPIC_CONFIGS
 from samsa.protocol.errors import Err
 
-_ZERO_ID = uuid.UUID(int=0)
-
 from .forward import forward, must_forward, ok_names
+
+_ZERO_ID = uuid.UUID(int=0)
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -80,9 +80,10 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     [(a.partition_index, a.broker_ids) for a in t.assignments],
                     broker.controller.node_ids)
             tid = await broker.controller.create_topic(
-                t.name, partitions, replication, configs, validate_only=req.validate_only,
-                assignments=[tuple(a.broker_ids) for a in sorted(
-                    t.assignments, key=lambda a: a.partition_index)] if t.assignments else None)
+                t.name, -1 if t.assignments else partitions,
+                -1 if t.assignments else replication, configs, validate_only=req.validate_only,
+                assignments=[(a.partition_index, tuple(a.broker_ids)) for a in t.assignments]
+                if t.assignments else None)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
             continue
@@ -136,8 +137,7 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if t is not None:
             r["topic_id"] = t.topic_id
         try:
-            await broker.controller.delete_topic(name)
-            await broker.groups.forget_topic(name)
+            await broker.controller.delete_topic(name)  # offsets go as brokers apply it
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
     return {"throttle_time": 0, "responses": results}

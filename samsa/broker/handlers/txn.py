@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from samsa.coordinator.routing import owner_error
 from samsa.coordinator.txn.coordinator import PRODUCER_FENCED, TxnError
-from samsa.protocol.errors import Err
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -27,7 +27,15 @@ def _ms(td: Any) -> int:
     return int(td.total_seconds() * 1000) if hasattr(td, "total_seconds") else int(td)
 
 
+async def _txn_owner(broker: Broker, tid: str) -> int:
+    """0 if this broker coordinates the transactional id, else NOT_COORDINATOR (or
+    COORDINATOR_NOT_AVAILABLE)."""
+    return await owner_error(broker.txn, tid)
+
+
 async def init_transactional(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _txn_owner(broker, req.transactional_id):
+        return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:
         pid, epoch = await broker.txn.init_producer_id(
             req.transactional_id, _ms(req.transaction_timeout),
@@ -51,12 +59,19 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
         out = []
         for tx in req.transactions:
             parts = [(t.name, p) for t in tx.topics for p in t.partitions]
-            res = await broker.txn.add_partitions(tx.transactional_id, tx.producer_id,
-                                                  tx.producer_epoch, parts, tx.verify_only)
+            if code := await _txn_owner(broker, tx.transactional_id):
+                res = dict.fromkeys(parts, code)
+            else:
+                res = await broker.txn.add_partitions(tx.transactional_id, tx.producer_id,
+                                                      tx.producer_epoch, parts, tx.verify_only)
             out.append({"transactional_id": tx.transactional_id,
                         "topic_results": _topic_results(res, ctx.version)})
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": out}
     parts = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    if code := await _txn_owner(broker, req.v3_and_below_transactional_id):
+        return {"throttle_time": 0,
+                "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(parts, code),
+                                                                ctx.version)}
     res = await broker.txn.add_partitions(req.v3_and_below_transactional_id,
                                           req.v3_and_below_producer_id,
                                           req.v3_and_below_producer_epoch, parts)
@@ -64,6 +79,8 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
 
 
 async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _txn_owner(broker, req.transactional_id):
+        return {"throttle_time": 0, "error_code": code}
     await broker.groups.topic.ensure()
     code = await broker.txn.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
                                         req.group_id)
@@ -71,6 +88,8 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> d
 
 
 async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if code := await _txn_owner(broker, req.transactional_id):
+        return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:
         pid, epoch = await broker.txn.end_txn(req.transactional_id, req.producer_id,
                                               req.producer_epoch, req.committed)
@@ -84,9 +103,15 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> di
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
                for t in req.topics for p in t.partitions]
-    code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
-                                           req.producer_epoch)
     result: dict[tuple[str, int], int] | int
+    # the group's coordinator answers TxnOffsetCommit; it checks the producer against the
+    # transaction coordinator's state when that is this broker too (Kafka checks the epoch
+    # against the producer state of the __consumer_offsets partition)
+    code = await owner_error(broker.groups, req.group_id)
+    if code == 0 and broker.txn.topic.exists and \
+            await owner_error(broker.txn, req.transactional_id) == 0:
+        code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
+                                               req.producer_epoch)
     if code != 0:
         result = _fenced_code(code, ctx.version, 3)
     else:
@@ -126,9 +151,17 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[st
     return {"throttle_time": 0, "topics": topics}
 
 
-def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    return {"throttle_time": 0, "transaction_states": [
-        broker.txn.describe(tid) for tid in req.transactional_ids]}
+async def describe_transactions(broker: Broker, ctx: RequestContext,
+                                req: Any) -> dict[str, Any]:
+    states = []
+    for tid in req.transactional_ids:
+        if code := await _txn_owner(broker, tid):
+            states.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
+                           "transaction_timeout": 0, "transaction_start_time": -1,
+                           "producer_id": -1, "producer_epoch": -1, "topics": []})
+        else:
+            states.append(broker.txn.describe(tid))
+    return {"throttle_time": 0, "transaction_states": states}
 
 
 def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -177,7 +177,8 @@ class QuorumDriver:
         part = self.directory / PARTITION_DIR
 
         def open_disk() -> tuple[FileRaftLog, FileQuorumStateStore]:
-            part.mkdir(parents=True, exist_ok=True)
+            # FileRaftLog creates the directory durably (parent fsynced): a bare mkdir here would
+            # let a power loss take the directory, and the committed metadata with it
             return FileRaftLog(part), FileQuorumStateStore(part, self.voters)
 
         rlog, store = await asyncio.to_thread(open_disk)

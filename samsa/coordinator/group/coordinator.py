@@ -235,13 +235,18 @@ class GroupCoordinator(ConsumerProtocolMixin):
         self.groups: dict[str, Group] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._write_lock = asyncio.Lock()
+        self.loaded: set[int] = set()  # __consumer_offsets partitions replayed into memory
 
     # ---- lifecycle ---------------------------------------------------------------------
-    def load(self) -> None:
-        """Rebuild groups and offsets by replaying __consumer_offsets."""
+    def load(self, partitions: set[int] | None = None) -> None:
+        """Rebuild groups and offsets by replaying the __consumer_offsets partitions this broker
+        hosts (all of them at start, or the given ones when it gains them later)."""
         n = 0
         staged: dict[int, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
-        for item in self.topic.replay():
+        if partitions is None:
+            partitions = {p for p in range(self.topic.count()) if self.topic.hosted(p)}
+        self.loaded |= partitions
+        for item in self.topic.replay(partitions):
             if item.marker is not None:  # a transaction ended: apply or drop its offsets
                 for k, v in staged.pop(item.producer_id, []):
                     if item.marker == 1:

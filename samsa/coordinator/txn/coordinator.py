@@ -11,6 +11,7 @@ at start; one found Ongoing is aborted when its timeout passes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -77,8 +78,11 @@ MarkerWriter = Callable[[int, int, bool, set[tuple[str, int]]], Awaitable[None]]
 
 class TxnConfig:
     def __init__(self, max_timeout_ms: int = 900000, check_interval_ms: int = 10000,
-                 id_expiration_ms: int = 7 * 86400 * 1000) -> None:
+                 id_expiration_ms: int = 7 * 86400 * 1000, marker_wait_ms: int = 10000) -> None:
         self.max_timeout_ms = max_timeout_ms
+        # how long EndTxn waits for the markers before answering (they are retried until
+        # written either way; the PrepareCommit/PrepareAbort record is the decision)
+        self.marker_wait_ms = marker_wait_ms
         self.check_interval_ms = check_interval_ms
         self.id_expiration_ms = id_expiration_ms
 
@@ -101,10 +105,21 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._completing: set[asyncio.Task[None]] = set()
+        self.loaded: set[int] = set()  # __transaction_state partitions replayed into memory
+        self._started = False
 
     # ---- lifecycle ---------------------------------------------------------------------
-    def load(self) -> None:
-        for key, value in self.topic.replay_values():
+    def load(self, partitions: set[int] | None = None) -> None:
+        """Rebuild the transactions of the __transaction_state partitions this broker hosts (all
+        at start, or the given ones when it gains them later: their decided transactions are
+        completed then)."""
+        late = partitions is not None
+        if partitions is None:
+            partitions = {p for p in range(self.topic.count()) if self.topic.hosted(p)}
+        self.loaded |= partitions
+        before = set(self.txns)
+        for key, value in self.topic.replay_values(partitions):
             tid = json.loads(key)["tid"]
             if value is None:
                 self.txns.pop(tid, None)
@@ -114,13 +129,32 @@ class TransactionCoordinator:
                                          TxnState(v["state"]),
                                          {(t, p) for t, p in v["partitions"]}, v["start"],
                                          v["update"])
+        if late and self._started:
+            for tid in set(self.txns) - before:
+                meta = self.txns[tid]
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    self._complete_soon(meta)
 
     def start(self) -> None:
+        self._started = True
         self._tasks.append(asyncio.create_task(self._recover_then_watch()))
 
     def stop(self) -> None:
-        for t in self._tasks:
+        for t in [*self._tasks, *self._completing]:
             t.cancel()
+
+    def _complete_soon(self, meta: TxnMetadata) -> asyncio.Task[None]:
+        """Write a decided transaction's markers in the background (under its lock), unless
+        someone completes it first."""
+        async def run() -> None:
+            async with self._lock(meta.transactional_id):
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    await self._complete(meta)
+
+        task = asyncio.create_task(run())
+        self._completing.add(task)
+        task.add_done_callback(self._completing.discard)
+        return task
 
     async def _recover_then_watch(self) -> None:
         # finish what a crash interrupted: markers of a decided transaction are (re)written
@@ -262,8 +296,13 @@ class TransactionCoordinator:
                                f"EndTxn in state {meta.state.value} is not allowed")
             meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             await self._persist(meta)
-            await self._complete(meta)
-            return meta.producer_id, meta.epoch
+            answer = meta.producer_id, meta.epoch
+            task = self._complete_soon(meta)
+        # Kafka answers once the decision is written and sends the markers after; Samsa also
+        # waits for them (bounded), so a reader that starts right after the commit sees it
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), self.config.marker_wait_ms / 1000)
+        return answer
 
     async def _complete(self, meta: TxnMetadata) -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
