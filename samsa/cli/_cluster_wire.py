@@ -8,20 +8,16 @@ answer ApiVersions is asked with the highest versions this client speaks."""
 from __future__ import annotations
 
 import base64
-import io
 import socket
 import struct
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-
-from samsa.protocol.codec import build
 
 from ._common import CliError, UsageError
+from ._wire import decode_response, encode_request
 
 API_VERSIONS = 18
 DESCRIBE_QUORUM = 55
@@ -123,17 +119,11 @@ class Connection:
         return v
 
     def request(self, key: int, version: int, body: dict[str, Any]) -> Any:
-        req_cls = load_request_schema(key, version)
         self.correlation_id += 1
-        out = io.BytesIO()
-        entity_writer(req_cls.__header_schema__)(out, build(req_cls.__header_schema__, {
-            "request_api_key": key, "request_api_version": version,
-            "correlation_id": self.correlation_id, "client_id": self.client_id}))
-        entity_writer(req_cls)(out, build(req_cls, body))
-        payload = out.getvalue()
+        request = encode_request(key, version, self.correlation_id, self.client_id, body)
         name = _NAMES.get(key, f"API {key}")
         try:
-            self.sock.sendall(_I32.pack(len(payload)) + payload)
+            self.sock.sendall(request)
             (size,) = _I32.unpack(self._recv_exact(4))
             frame = self._recv_exact(size)
         except TimeoutError:
@@ -144,15 +134,7 @@ class Connection:
         except OSError as e:
             raise CliError(f"connection to {self.address} failed during {name}: "
                            f"{e.strerror or e}") from None
-        resp_cls = load_response_schema(key, version)
-        try:
-            header, n = entity_reader(resp_cls.__header_schema__)(frame, 0)
-            resp = entity_reader(resp_cls)(frame, n)[0]
-        except Exception as e:  # noqa: BLE001 - any decoding failure is a bad answer
-            raise CliError(f"cannot decode the {name} answer of {self.address}: {e}") from None
-        if header.correlation_id != self.correlation_id:
-            raise CliError(f"{self.address} answered {name} out of order")
-        return resp
+        return decode_response(key, version, frame, self.correlation_id, self.address)
 
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()

@@ -193,6 +193,35 @@ def read_describe_transactions_v0(data: bytes, pos: int = 0) -> DescribeTransact
 _BODY_READERS: dict[tuple[int, int], Any] = {(DESCRIBE_TRANSACTIONS, 0): read_describe_transactions_v0}
 
 
+def encode_request(key: int, version: int, correlation_id: int, client_id: str,
+                   body: dict[str, Any]) -> bytes:
+    """A size-prefixed request frame (header and body) for the raw CLI connections."""
+    req_cls = load_request_schema(key, version)
+    out = io.BytesIO()
+    entity_writer(req_cls.__header_schema__)(out, build(req_cls.__header_schema__, {
+        "request_api_key": key, "request_api_version": version,
+        "correlation_id": correlation_id, "client_id": client_id}))
+    entity_writer(req_cls)(out, build(req_cls, body))
+    payload = out.getvalue()
+    return _I32.pack(len(payload)) + payload
+
+
+def decode_response(key: int, version: int, frame: bytes, correlation_id: int, peer: str,
+                    custom: Any = None) -> Any:
+    """The body of a response frame; CliError if it does not decode or answers another
+    request. `custom` reads the body instead of kio when given."""
+    name = API_NAMES.get(key, f"API {key}")
+    resp_cls = load_response_schema(key, version)
+    try:
+        header, n = entity_reader(resp_cls.__header_schema__)(frame, 0)
+        resp = custom(frame, n) if custom is not None else entity_reader(resp_cls)(frame, n)[0]
+    except Exception as e:  # noqa: BLE001 - any decoding failure is a bad answer
+        raise CliError(f"cannot decode the {name} answer of {peer}: {e}") from None
+    if header.correlation_id != correlation_id:
+        raise CliError(f"{peer} answered {name} out of order")
+    return resp
+
+
 class ConnectionLost(CliError):
     """The broker closed the connection instead of answering (it could not handle the request)."""
 
@@ -223,17 +252,11 @@ class _Connection:
         self.sock.close()
 
     def request(self, key: int, version: int, body: dict[str, Any]) -> Any:
-        req_cls = load_request_schema(key, version)
         self.correlation_id += 1
-        out = io.BytesIO()
-        entity_writer(req_cls.__header_schema__)(out, build(req_cls.__header_schema__, {
-            "request_api_key": key, "request_api_version": version,
-            "correlation_id": self.correlation_id, "client_id": self.client_id}))
-        entity_writer(req_cls)(out, build(req_cls, body))
-        payload = out.getvalue()
+        request = encode_request(key, version, self.correlation_id, self.client_id, body)
         name = API_NAMES.get(key, f"API {key}")
         try:
-            self.sock.sendall(_I32.pack(len(payload)) + payload)
+            self.sock.sendall(request)
             (size,) = _I32.unpack(self._recv_exact(4))
             frame = self._recv_exact(size)
         except TimeoutError:
@@ -245,16 +268,8 @@ class _Connection:
         except OSError as e:
             raise CliError(f"connection to broker at {self.address} failed during {name}: "
                            f"{e.strerror or e}") from None
-        resp_cls = load_response_schema(key, version)
-        try:
-            header, n = entity_reader(resp_cls.__header_schema__)(frame, 0)
-            custom = _BODY_READERS.get((key, version))
-            resp = custom(frame, n) if custom is not None else entity_reader(resp_cls)(frame, n)[0]
-        except Exception as e:  # noqa: BLE001 - any decoding failure is a bad answer
-            raise CliError(f"cannot decode the {name} answer of {self.address}: {e}") from None
-        if header.correlation_id != self.correlation_id:
-            raise CliError(f"broker at {self.address} answered {name} out of order")
-        return resp
+        return decode_response(key, version, frame, self.correlation_id,
+                               f"broker at {self.address}", _BODY_READERS.get((key, version)))
 
     def _recv_exact(self, n: int) -> bytes:
         buf = bytearray()

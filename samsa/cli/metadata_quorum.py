@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ._common import CliError, UsageError, guarded
 
 if TYPE_CHECKING:
-    from ._cluster_wire import Quorum, Replica
+    from ._cluster_wire import Connection, Quorum, Replica
 
 PROG = "samsa metadata-quorum"
 
@@ -48,14 +48,39 @@ def describe(args: argparse.Namespace) -> int:
     from . import _cluster_wire as w  # lazily: kio takes a while to import
 
     controllers = args.bootstrap_controller is not None
-    with w.connect(args.bootstrap_controller if controllers else args.bootstrap_server) as conn:
+    if controllers:
+        conn, quorum = _active_controller(args.bootstrap_controller)
+    else:
+        conn = w.connect(args.bootstrap_server)
         quorum = w.describe_quorum(conn)
+    with conn:
         if args.replication:
             print_replication(quorum, args.human_readable)
         else:
             cluster_id = w.describe_cluster(conn, controllers=controllers).cluster_id
             print_status(cluster_id, quorum)
     return 0
+
+
+def _active_controller(servers: str) -> tuple[Connection, Quorum]:
+    """Only the quorum leader answers DescribeQuorum (a follower says NOT_LEADER_OR_FOLLOWER), so,
+    as Kafka's admin client does with bootstrap controllers, ask each controller until the active
+    one answers; the connection to it serves the rest of the command."""
+    from . import _cluster_wire as w
+
+    errors = []
+    for host, port in w.parse_servers(servers):
+        try:
+            conn = w.connect(f"{host}:{port}")
+        except CliError as e:
+            errors.append(str(e))
+            continue
+        try:
+            return conn, w.describe_quorum(conn)
+        except CliError as e:
+            conn.close()
+            errors.append(str(e))
+    raise CliError(errors[0] if len(errors) == 1 else "; ".join(errors))
 
 
 def _leader(quorum: Quorum) -> Replica:

@@ -92,9 +92,16 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"samsa serve: {e}", file=sys.stderr)
         return 2
+    from samsa.cluster.meta_properties import MetaPropertiesError
+
     try:
         import uvloop
         uvloop.run(_serve(config))
+    except (ConfigError, MetaPropertiesError) as e:
+        # a misconfigured node (not a voter, unformatted or foreign storage...): the message
+        # says what to fix; a traceback would bury it
+        print(f"samsa serve: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"samsa serve: cannot start: {e}", file=sys.stderr)
         return 1

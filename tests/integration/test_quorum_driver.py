@@ -330,3 +330,17 @@ def test_a_disk_failure_stops_the_driver_and_fails_waiting_proposals(tmp_path: P
 def _vote_req() -> object:
     from samsa.cluster.quorum.messages import VoteRequest
     return VoteRequest(CLUSTER, 5, 2, 1, 0, 0, False)
+
+
+def test_describe_before_start_names_no_leader(tmp_path: Path) -> None:
+    """A node's CONTROLLER listener opens before its driver has read the log: DescribeQuorum
+    asked then gets NOT_LEADER_OR_FOLLOWER without a leader, not an exception."""
+    from samsa.cluster.quorum import messages as m
+
+    voters = {1: VoterEndpoint(1, "127.0.0.1", free_ports(1)[0])}
+    d = QuorumDriver(1, voters, tmp_path / "n1", QuorumConfig(), CLUSTER,
+                     on_commit=lambda entries: None, on_snapshot=lambda oe, data: None,
+                     take_snapshot=lambda: b"")
+    got = d.describe()
+    assert (got.error_code, got.leader_id, got.leader_epoch) == (m.NOT_LEADER_OR_FOLLOWER,
+                                                                  m.NO_LEADER, 0)

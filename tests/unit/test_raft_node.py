@@ -466,3 +466,19 @@ def test_a_fetch_response_is_bounded_in_bytes_but_carries_at_least_one_entry():
     c.deliver(drop=watch)
     assert sizes and sizes[0] == 1  # the 12-byte entry alone passes the 10-byte bound
     assert c.logs[2].end_offset == c.logs[1].end_offset == start + 3
+
+
+def test_a_commit_reaches_every_follower_without_waiting_for_parked_fetches_to_expire():
+    """The fetch whose offset advances the high watermark is parked with the value its fetcher
+    knows (the old one), so it is answered at once with the new one; the clock never moves here,
+    so nothing may wait for fetch_max_wait_ms."""
+    c = Cluster()
+    c.elect(1)
+    c.deliver()
+    leader = c.nodes[1]
+    for _ in range(3):
+        end = leader.propose([b"record"]) + 1
+        c.step(1)  # flush and answer the parked fetches with the new entry
+        c.deliver()
+        assert leader.high_watermark == end
+        assert [c.nodes[i].high_watermark for i in (2, 3)] == [end, end]

@@ -92,9 +92,9 @@ class GrantsVotesToStaleLogs(RaftNode):
 
 # seeds found by `find_bug_seeds` below; re-find them if the simulator's schedule changes
 BUGS = [
-    (SkipsPersistingTheVote, 5, [499, 572], "two leaders in epoch"),
-    (CommitsOldEpochByCount, 3, [230, 289], "without committed offset"),
-    (GrantsVotesToStaleLogs, 3, [2, 7], "without committed offset"),
+    (SkipsPersistingTheVote, 5, [572, 605], "two leaders in epoch"),
+    (CommitsOldEpochByCount, 3, [230, 2150], "without committed offset"),
+    (GrantsVotesToStaleLogs, 3, [2, 8], "without committed offset"),
 ]
 
 

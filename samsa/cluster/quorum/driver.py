@@ -87,6 +87,7 @@ class QuorumDriver:
         self.directory = Path(directory)
         self.config = config
         self.cluster_id = cluster_id
+        self._cluster_id_warned: dict[int, float] = {}
         self._on_commit = on_commit
         self._on_snapshot = on_snapshot
         self._take_snapshot = take_snapshot
@@ -149,7 +150,10 @@ class QuorumDriver:
 
     def describe(self) -> m.DescribeQuorumResponse:
         """DescribeQuorum as this node answers it, with wall-clock timestamps."""
-        d = self.node.describe()
+        if self._node is None:
+            # asked on a listener that opened before the log was read: no leader known yet
+            return m.DescribeQuorumResponse(m.NOT_LEADER_OR_FOLLOWER, m.NO_LEADER, 0, -1)
+        d = self._node.describe()
         shift = int(time.time() * 1000) - self._now_ms()
 
         def wall(rs: m.ReplicaState) -> m.ReplicaState:
@@ -475,6 +479,7 @@ class QuorumDriver:
                     link.inflight.discard(_CORR.unpack_from(frame, 0)[0])
                 resp = self._correlator.response_message(dst, frame)
                 if resp is not None:
+                    self._check_cluster_id(dst, resp)
                     self._inbound.append(resp)
                     self._wake.set()
         except WireError as e:
@@ -489,6 +494,18 @@ class QuorumDriver:
             link.queued.clear()  # _fail below fails them too
             link.retry_at = loop.time() + self.config.retry_backoff_ms / 1000
         self._fail(dst)
+
+    def _check_cluster_id(self, dst: int, resp: m.Message) -> None:
+        """A voter of another cluster answers INCONSISTENT_CLUSTER_ID: the node can never join, so
+        say so (once a minute per peer) instead of waiting silently."""
+        if getattr(resp.body, "error_code", None) != m.INCONSISTENT_CLUSTER_ID:
+            return
+        now = asyncio.get_running_loop().time()
+        if now - self._cluster_id_warned.get(dst, -1e9) >= 60.0:
+            self._cluster_id_warned[dst] = now
+            log.error("quorum: node %d answered INCONSISTENT_CLUSTER_ID: this node's cluster id %s "
+                      "(meta.properties) is not the quorum's; format its storage with the "
+                      "cluster's id", dst, self.cluster_id)
 
     def _fail(self, dst: int) -> None:
         failed = self._correlator.failed(dst)

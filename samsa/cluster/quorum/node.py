@@ -110,6 +110,9 @@ class RaftNode:
         # offset (everything in a snapshot is committed) and learns the rest from the leader
         self.high_watermark = log.start_offset
         self._reported_hw = -1
+        # the high watermark each fetcher last heard from this leader: a parked fetch is answered
+        # as soon as the high watermark moves past what its fetcher knows
+        self._hw_told: dict[int, int] = {}
         self._persisted = persisted
         self.state: EpochState = self._initial_state(persisted)
         if self.voters == {node_id} and isinstance(self.state, Unattached | Candidate | Resigned):
@@ -446,6 +449,7 @@ class RaftNode:
                 ):
                     del s.parked[rid]
                     self._send(rid, self._fetch_answer(s, p.request))
+                    self._hw_told[rid] = self.high_watermark
         elif isinstance(s, Follower):
             if now >= s.fetch_deadline:
                 if self.is_voter:
@@ -740,12 +744,16 @@ class RaftNode:
         if not isinstance(s, Leader):
             self._send(src, self._fetch_error(m.NOT_LEADER_OR_FOLLOWER, req))
             return
+        told = self._hw_told.get(src, -1)
         answer = self._fetch_answer(s, req)
         if answer.records or answer.diverging_epoch or answer.snapshot_id or req.max_wait_ms <= 0:
             s.parked.pop(src, None)
             self._send(src, answer)
+            self._hw_told[src] = self.high_watermark
         else:
-            s.parked[src] = Parked(req, self._now + req.max_wait_ms, self.high_watermark)
+            # parked with the high watermark the fetcher knows, not the current one: this very
+            # fetch may have advanced it (its offset acknowledges entries)
+            s.parked[src] = Parked(req, self._now + req.max_wait_ms, told)
 
     def _fetch_answer(self, s: Leader, req: m.FetchRequest) -> m.FetchResponse:
         """Validate (offset, last fetched epoch) against our log, record progress, read."""
