@@ -1,13 +1,16 @@
-"""Produce-throughput A/B of two Samsa versions in the same run, plus the record validator's cost.
+"""Produce/consume-throughput A/B of two Samsa versions in the same run, plus the validator's cost.
 
-    .venv/bin/python bench/ab_produce.py [--base main] [--repeats 5] [--count 200000]
+    .venv/bin/python bench/ab_produce.py [--base main] [--repeats 5] [--count 200000] [--no-consume]
 
 `--base` is a git ref: its tree is extracted (git archive) to a temporary dir, its C extensions
 built there if it has a setup.py, and a broker runs from it ("before") next to a broker from this
 checkout ("after"). Each cell (1 KiB messages, 1 partition, acks=1, compression none and lz4)
 runs --repeats times per broker, alternating which goes first, from the same bench client
 processes as bench/run.py; the report gives the median msg/s per side, the after/before ratio with
-every run's ratio, and CPU steal (the shared host's other guests).
+every run's ratio, and CPU steal (the shared host's other guests). Unless --no-consume, every run
+then reads the topic back (each client process reads all of it from offset 0, as bench/run.py's
+consume cells), and the consume rate (messages delivered to all readers / seconds) gets its own
+table.
 
 First it times the validator alone (samsa.protocol.recordcheck) on batches like the ones the
 clients send: µs per batch for the C walk, the Python reference, and validate_records with
@@ -17,6 +20,7 @@ decompression, next to the CRC check every batch already paid.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -91,7 +95,8 @@ def micro() -> list[str]:
 
 
 def run_once(broker: VersionedSamsa, pool: ClientPool, compression: str, partitions: int,
-             count: int, tag: str) -> float:
+             count: int, tag: str, consume: bool = False) -> tuple[float, float]:
+    """(produce msg/s, consume msg/s or 0.0)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
@@ -102,10 +107,66 @@ def run_once(broker: VersionedSamsa, pool: ClientPool, compression: str, partiti
              for i, n in enumerate(shares)]
     seconds, outs = pool.run(tasks)
     failed = [o.error for o in outs if o.error is not None]
+    read_rate = 0.0
+    if consume and not failed:
+        readers = [Task("consume", broker.bootstrap, topic, partitions, SIZE, count, worker=i)
+                   for i in range(pool.size)]
+        read_s, read_outs = pool.run(readers)
+        failed = [o.error for o in read_outs if o.error is not None]
+        read_rate = count * pool.size / read_s
     delete_topic(admin, topic)
     if failed:
         raise RuntimeError(f"{broker.name}: {failed[0]}")
-    return count / seconds
+    return count / seconds, read_rate
+
+
+class _Done(Exception):
+    """--consume-only finished its tables."""
+
+
+def consume_only(sides: list[VersionedSamsa], pool: ClientPool, count: int,
+                 repeats: int) -> list[str]:
+    """Consume A/B with less noise: each side's topic is produced once per cell, then read back
+    `repeats` times per side, alternating which side goes first."""
+    from confluent_kafka.admin import AdminClient
+
+    out: list[str] = []
+    for compression, partitions in CELLS:
+        topics = {}
+        for s in sides:
+            admin = AdminClient({"bootstrap.servers": s.bootstrap, "log_level": 3})
+            topic = f"abc-{compression}"
+            create_topic(admin, topic, partitions)
+            shares = [count // pool.size + (1 if i < count % pool.size else 0)
+                      for i in range(pool.size)]
+            _, outs = pool.run([Task("produce", s.bootstrap, topic, partitions, SIZE, n, "1",
+                                     compression, i) for i, n in enumerate(shares)])
+            failed = [o.error for o in outs if o.error is not None]
+            if failed:
+                raise RuntimeError(f"{s.name}: {failed[0]}")
+            topics[s.name] = (admin, topic)
+        reads: dict[str, list[float]] = {"before": [], "after": []}
+        steal0 = steal_seconds()
+        for r in range(repeats):
+            for s in sides if r % 2 == 0 else sides[::-1]:
+                topic = topics[s.name][1]
+                secs, outs = pool.run([Task("consume", s.bootstrap, topic, partitions, SIZE, count,
+                                            worker=i) for i in range(pool.size)])
+                failed = [o.error for o in outs if o.error is not None]
+                if failed:
+                    raise RuntimeError(f"{s.name}: {failed[0]}")
+                reads[s.name].append(count * pool.size / secs)
+                log(f"{compression} {s.name} read {r}: {reads[s.name][-1]:,.0f} msg/s")
+        out.append(_row(compression, partitions, reads, steal_seconds() - steal0))
+        for admin, topic in topics.values():
+            delete_topic(admin, topic)
+    return out
+
+
+def _row(compression: str, partitions: int, rates: dict[str, list[float]], steal: float) -> str:
+    b, a = statistics.median(rates["before"]), statistics.median(rates["after"])
+    runs = " / ".join(f"{x / y:.2f}" for x, y in zip(rates["after"], rates["before"], strict=True))
+    return f"| {compression} | {partitions} | {b:,.0f} | {a:,.0f} | {a / b:.2f}× ({runs}) | {steal:.1f} |"
 
 
 def main() -> None:
@@ -115,11 +176,15 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=200_000, help="1 KiB messages per run")
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--micro-only", action="store_true", help="only the validator micro-benchmark")
+    ap.add_argument("--no-consume", action="store_true", help="produce only (no read-back)")
+    ap.add_argument("--consume-only", action="store_true",
+                    help="produce each cell's topic once per side, then only A/B the reads")
     args = ap.parse_args()
     if args.micro_only:
         print("\n".join(micro()))
         return
 
+    load0 = os.getloadavg()
     lines = ["## Validator micro-benchmark", "", *micro(), ""]
     print("\n".join(lines), file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="samsa-ab-") as tmp:
@@ -131,33 +196,56 @@ def main() -> None:
             s.start()
         pool = ClientPool(args.clients)
         try:
+            if args.consume_only:
+                run_once(sides[0], pool, "none", 1, args.count // 4, "warm", True)
+                run_once(sides[1], pool, "none", 1, args.count // 4, "warm", True)
+                rows = consume_only(sides, pool, args.count, args.repeats)
+                lines += [f"## Consume-only A/B, 1 KiB ({args.clients} readers of the whole "
+                          "topic, the same topic re-read each run; msg/s delivered, median)", "",
+                          "| compression | partitions | before | after | after/before (runs) | "
+                          "steal s |", "|---|---:|---:|---:|---:|---:|", *rows, ""]
+                raise _Done
+            consume = not args.no_consume
             for s in sides:  # warm-up, unrecorded
-                run_once(s, pool, "none", 1, args.count // 4, "warm")
-            lines += ["## Produce throughput, 1 KiB, acks=1 (msg/s, median of runs)", "",
-                      "| compression | partitions | before | after | after/before (runs) | steal s |",
+                run_once(s, pool, "none", 1, args.count // 4, "warm", consume)
+            header = ["| compression | partitions | before | after | after/before (runs) | steal s |",
                       "|---|---:|---:|---:|---:|---:|"]
+            produced: list[str] = []
+            consumed: list[str] = []
             for compression, partitions in CELLS:
                 rates: dict[str, list[float]] = {"before": [], "after": []}
+                reads: dict[str, list[float]] = {"before": [], "after": []}
                 steal0 = steal_seconds()
                 for r in range(args.repeats):
                     order = sides if r % 2 == 0 else sides[::-1]
                     for s in order:
-                        rate = run_once(s, pool, compression, partitions, args.count, f"{s.name}{r}")
+                        rate, read = run_once(s, pool, compression, partitions, args.count,
+                                              f"{s.name}{r}", consume)
                         rates[s.name].append(rate)
-                        log(f"{compression} {s.name} run {r}: {rate:,.0f} msg/s")
+                        reads[s.name].append(read)
+                        log(f"{compression} {s.name} run {r}: produce {rate:,.0f} msg/s, "
+                            f"consume {read:,.0f} msg/s")
                 steal = steal_seconds() - steal0
-                b, a = statistics.median(rates["before"]), statistics.median(rates["after"])
-                runs = " / ".join(f"{x / y:.2f}" for x, y in zip(rates["after"], rates["before"],
-                                                                  strict=True))
-                lines.append(f"| {compression} | {partitions} | {b:,.0f} | {a:,.0f} | "
-                             f"{a / b:.2f}× ({runs}) | {steal:.1f} |")
+                produced.append(_row(compression, partitions, rates, steal))
+                if consume:
+                    consumed.append(_row(compression, partitions, reads, steal))
+            lines += ["## Produce throughput, 1 KiB, acks=1 (msg/s, median of runs)", "",
+                      *header, *produced, ""]
+            if consume:
+                lines += [f"## Consume throughput, 1 KiB ({args.clients} readers of the whole "
+                          "topic; msg/s delivered, median of runs)", "", *header, *consumed, ""]
+        except _Done:
+            pass
         finally:
             pool.close()
             for s in sides:
                 s.stop()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load1 = os.getloadavg()
     lines.append(f"\nbase {args.base}, {args.repeats} runs × {args.count:,} messages per cell and "
-                 f"side, {args.clients} client processes, {when}")
+                 f"side, {args.clients} client processes, {when}; load average (1/5/15 min) at "
+                 f"start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, at end "
+                 f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}")
     print("\n".join(lines))
 
 
