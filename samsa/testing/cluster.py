@@ -10,14 +10,12 @@ free ports (a PLAINTEXT listener for clients, a CONTROLLER listener for the quor
 
 from __future__ import annotations
 
-import base64
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,8 +28,11 @@ CONTROLLER = "CONTROLLER"
 
 
 def random_cluster_id() -> str:
-    """A cluster id the way `kafka-storage.sh random-uuid` prints one (URL-safe base64, 22 chars)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id the way `kafka-storage.sh random-uuid` prints one (URL-safe base64, 22 chars,
+    never starting with '-', which a command line would read as a flag)."""
+    from samsa.cluster.meta_properties import random_uuid
+
+    return random_uuid()
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ def child_env() -> dict[str, str]:
 def format_storage(spec: NodeSpec, cluster_id: str, timeout: float = 60.0) -> None:
     """`samsa storage format -t <id> -c <config>`, once per node; an already formatted dir of the
     same cluster is left alone (--ignore-formatted)."""
-    args = [sys.executable, "-m", "samsa.cli.main", "storage", "format", "-t", cluster_id,
+    args = [sys.executable, "-m", "samsa.cli.main", "storage", "format", f"--cluster-id={cluster_id}",
             "-c", str(spec.config_path), "--ignore-formatted"]
     done = subprocess.run(args, capture_output=True, text=True, env=child_env(), timeout=timeout,
                           check=False)

@@ -262,6 +262,7 @@ def test_caught_up_partitions_skip_the_files(tmp_path: Path, monkeypatch: pytest
         lg.append(batch(i * 2, 2), now_ms=T0)
     broker: Any = SimpleNamespace(partition_log=lambda name, idx: lg if name == "t" else None)
     ctx: Any = SimpleNamespace(version=12)
+    hints: Any = None  # only consulted for a partition this broker does not lead
 
     def part(offset: int) -> Any:
         return SimpleNamespace(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
@@ -278,13 +279,13 @@ def test_caught_up_partitions_skip_the_files(tmp_path: Path, monkeypatch: pytest
         m.setattr(os, "pread", boom)
         for isolation in (0, 1):
             responses, total, errors, logs = fetch_handler._read_all(
-                broker, ctx, req(isolation), [("t", "t", [part(lg.end_offset)])])
+                broker, ctx, req(isolation), [("t", "t", [part(lg.end_offset)])], hints)
             p = responses[0][1][0]
             assert (total, errors, p.records, p.error_code) == (0, False, b"", 0)
             assert p.high_watermark == lg.end_offset
             assert p.aborted == ([] if isolation else None)
     responses, total, errors, _ = fetch_handler._read_all(
-        broker, ctx, req(0), [("t", "t", [part(4), part(lg.end_offset + 1)])])
+        broker, ctx, req(0), [("t", "t", [part(4), part(lg.end_offset + 1)])], hints)
     first, second = responses[0][1]
     assert isinstance(first.records, FileSlice) and total == first.records.length
     assert second.error_code == 1 and errors  # OFFSET_OUT_OF_RANGE still checked
