@@ -13,8 +13,11 @@ from samsa.config import BrokerConfig, ConfigError, env_overrides, read_properti
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("serve", help="run a Samsa broker",
-                       description="Run a single-node Samsa broker. Settings come from Kafka-named "
+    p = sub.add_parser("serve", help="run a Samsa node (broker and/or controller)",
+                       description="Run a Samsa node: with no quorum settings, the embedded single-node "
+                                   "default that formats its own storage; otherwise a broker and/or "
+                                   "controller of a KRaft cluster (see samsa storage format). "
+                                   "Settings come from Kafka-named "
                                    "configs: a properties file, SAMSA_* environment variables "
                                    "(SAMSA_LOG_DIRS -> log.dirs) and --override key=value flags, "
                                    "later ones winning.")
