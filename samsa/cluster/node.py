@@ -38,6 +38,7 @@ from samsa.config import BrokerConfig, ConfigError
 
 log = logging.getLogger("samsa.cluster")
 
+LEGACY_STAGING = "__cluster_metadata-0.legacy-migrating"
 Subscriber = Callable[[list[rec.Record], bool], None]  # (records, full reload)
 
 
@@ -105,24 +106,17 @@ class ClusterNode:
         """Check (or, embedded, create) meta.properties in every log dir; migrate a legacy
         single-node metadata log. Returns the cluster id."""
         from samsa.cluster import meta_properties as mp
-        from samsa.cluster.metadata.migrate import legacy_records
 
         dirs = [Path(d) for d in self.config.log_dirs]
         if self.metadata_dir not in dirs:
             dirs.append(self.metadata_dir)
         if self.embedded:
-            legacy = None if (self.metadata_dir / "meta.properties").exists() else \
-                legacy_records(self.metadata_dir, self.node_id)
+            legacy = self._stage_legacy_metadata()
             found = next((m.cluster_id for m in map(mp.read, dirs) if m is not None), None)
-            cid = (legacy[0] if legacy else None) or found or \
+            cid = found or (legacy[0] if legacy else None) or \
                 self.config.get("cluster.id") or mp.random_uuid()
             if legacy:
                 self._bootstrap_records = legacy[1]
-                aside = self.metadata_dir / "__cluster_metadata-0"
-                target = self.metadata_dir / f"__cluster_metadata-0.legacy-{int(time.time())}"
-                aside.rename(target)
-                log.warning("migrated the single-node metadata log to KRaft records; the old "
-                            "log is kept in %s", target)
             for d in dirs:
                 if mp.read(d) is None:
                     mp.write(d, mp.MetaProperties(cid, self.node_id, mp.random_uuid()))
@@ -132,6 +126,36 @@ class ClusterNode:
             raise ConfigError(str(e)) from None
         self.image.cluster_id = cid
         return cid
+
+    def _stage_legacy_metadata(self) -> tuple[str, list[rec.Record]] | None:
+        """A pre-quorum data dir's JSON metadata log is moved to LEGACY_STAGING (same directory,
+        rename and directory fsync) and read from there until its records are committed to the
+        quorum; only then is it renamed as migrated. A crash anywhere in between finds the staged
+        log at the next start and migrates it again."""
+        from samsa.cluster.metadata.migrate import legacy_records
+        from samsa.storage import fsio
+
+        d = self.metadata_dir
+        if not (d / LEGACY_STAGING).exists():
+            if (d / "meta.properties").exists() or legacy_records(d, self.node_id) is None:
+                return None
+            fsio.replace(d / "__cluster_metadata-0", d / LEGACY_STAGING)
+            fsio.fsync_dir(d)
+        legacy = legacy_records(d, self.node_id, LEGACY_STAGING)
+        if legacy is not None:
+            log.warning("migrating the single-node metadata log in %s to KRaft records",
+                        d / LEGACY_STAGING)
+        return legacy
+
+    def _finish_legacy_migration(self) -> None:
+        from samsa.storage import fsio
+
+        d = self.metadata_dir
+        if (d / LEGACY_STAGING).exists():
+            target = d / f"{LEGACY_STAGING}.migrated-{int(time.time())}"
+            fsio.replace(d / LEGACY_STAGING, target)
+            fsio.fsync_dir(d)
+            log.warning("migrated the single-node metadata log; the old log is kept in %s", target)
 
     # ---- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -225,7 +249,10 @@ class ClusterNode:
             self._leading_epoch = epoch
             if self._bootstrap_records:
                 todo, self._bootstrap_records = self._bootstrap_records, []
-                await self.propose(todo, _activating=True)
+                first = next((r for r in todo if isinstance(r, rec.TopicRecord)), None)
+                if first is None or first.topic_id not in self.image.by_id:
+                    await self.propose(todo, _activating=True)  # not committed before a crash
+                self._finish_legacy_migration()
             await self.controller.activate()
             self.active = True
             log.info("node %d is the active controller (epoch %d)", self.node_id, epoch)

@@ -9,6 +9,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from samsa.cluster import meta_properties as mp
+from samsa.cluster.node import LEGACY_STAGING
 from samsa.testing import SamsaBroker
 from tests.unit.test_metadata_migrate import LEGACY_CLUSTER, ORDERS_ID, write_legacy_dir
 from tests.wire import Wire
@@ -52,7 +54,19 @@ def test_legacy_data_dir_is_migrated(tmp_path: Path) -> None:
         _check(b)
         logs = tmp_path / "node" / "logs"
         assert (logs / "meta.properties").exists()
-        assert any(p.name.startswith("__cluster_metadata-0.legacy") for p in logs.iterdir())
+        assert any(p.name.startswith(f"{LEGACY_STAGING}.migrated-") for p in logs.iterdir())
+        assert not (logs / LEGACY_STAGING).exists()
         b.kill()
         b.start()
+        _check(b)
+
+
+def test_migration_interrupted_by_a_crash_resumes(tmp_path: Path) -> None:
+    """The state a `kill -9` leaves right after the legacy log was staged and meta.properties
+    written, before the migrated records were committed: the next start migrates again."""
+    logs = tmp_path / "node" / "logs"
+    write_legacy_dir(logs)
+    (logs / "__cluster_metadata-0").rename(logs / LEGACY_STAGING)
+    mp.write(logs, mp.MetaProperties(LEGACY_CLUSTER, 1, mp.random_uuid()))
+    with SamsaBroker(data_dir=tmp_path / "node") as b:
         _check(b)

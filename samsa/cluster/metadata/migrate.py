@@ -30,13 +30,14 @@ class _NotLegacy(Exception):
     """The directory holds something other than the JSON metadata log."""
 
 
-def legacy_records(log_dir: Path, node_id: int = 1) -> tuple[str, list[Record]] | None:
+def legacy_records(log_dir: Path, node_id: int = 1,
+                   dir_name: str = "") -> tuple[str, list[Record]] | None:
     """(cluster id, records rebuilding its topics, configs and producer ids) of the JSON metadata
     log in `log_dir/__cluster_metadata-0`; None if there is none or it is not that format.
     Every partition is placed on `node_id` alone (replicas = ISR = (node_id,), leader node_id),
     the broker's own dynamic configs become `node_id`'s. The cluster id is "" if the log never
-    recorded one."""
-    d = Path(log_dir) / METADATA_DIR
+    recorded one. `dir_name` reads it under another name (a migration in progress)."""
+    d = Path(log_dir) / (dir_name or METADATA_DIR)
     if not d.is_dir():
         return None
     try:
