@@ -19,6 +19,8 @@ import confluent_kafka
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from samsa.testing import terminate
+
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -110,13 +112,8 @@ class BrokerProcess:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 of proc(5)
 
     def stop(self, timeout: float = 20.0) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            terminate(self.proc, timeout)
         self.proc = None
 
     def log_tail(self, chars: int = 2000) -> str:

@@ -21,6 +21,17 @@ from pathlib import Path
 from types import TracebackType
 
 
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    """SIGTERM (a clean stop), then SIGKILL if the process has not exited within `timeout`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,13 +100,8 @@ class SamsaBroker:
         self.proc = None
 
     def stop(self, timeout: float = 20.0) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            terminate(self.proc, timeout)
         self.proc = None
 
     def restart(self, hard: bool = False) -> SamsaBroker:

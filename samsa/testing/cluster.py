@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 
-from . import free_port
+from . import free_port, terminate
 
 PLAINTEXT = "PLAINTEXT"
 CONTROLLER = "CONTROLLER"
@@ -247,12 +247,7 @@ class ClusterNode:
             assert self.proc is not None
             if self.paused:
                 self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+            terminate(self.proc, timeout)
         self.proc = None
         self.paused = False
 
