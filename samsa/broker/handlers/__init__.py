@@ -31,6 +31,7 @@ HANDLERS: dict[int, Any] = {
     apis.FETCH: fetch.fetch,
     apis.LIST_OFFSETS: offsets.list_offsets,
     apis.DELETE_RECORDS: offsets.delete_records,
+    apis.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
     apis.CREATE_TOPICS: topics.create_topics,
     apis.DELETE_TOPICS: topics.delete_topics,
     apis.CREATE_PARTITIONS: topics.create_partitions,
