@@ -173,6 +173,9 @@ class PartitionLog:
         # move the flushed offset or the recovery point past the new, shorter log
         self.truncations = 0
         self._reset_to: int | None = None  # truncate_fully_and_start_at in progress (meta intent)
+        # called with the new log end after a truncation (the log manager clamps the cleaner's
+        # clean/dirty boundary with it)
+        self.truncate_listeners: list[Callable[[int], None]] = []
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -698,9 +701,17 @@ class PartitionLog:
         seg = self.active
         seg.truncate_to(offset)
         _step("truncate-segment-cut")
-        fsio.fsync(seg.fd)  # the cut is durable before new data lands on the same bytes
+        seg.flush()  # the cut is durable before new data lands on the same bytes
         if dropped:
             fsio.fsync_dir(self.dir)
+        if seg.size > 0:
+            # a new object for the cut segment: a cleaning pass that started before the cut must
+            # not swap its output (made from the old contents) in for it later
+            fresh = Segment(self.dir, seg.base, self.config.index_interval)
+            if not fresh.load_indexes():
+                fresh.recover(validate=False)
+            seg.close()
+            self.segments[-1] = fresh
         end = self.end_offset
         if self._hw is not None:
             self._hw = min(self._hw, end)
@@ -713,6 +724,14 @@ class PartitionLog:
         self._replay_producer_state()  # deletes snapshots above the new end
         _step("truncate-producers")
         self._write_meta()
+        self._truncated()
+
+    def _truncated(self) -> None:
+        for cb in self.truncate_listeners:
+            try:
+                cb(self.end_offset)
+            except Exception:
+                log.exception("%s: truncation listener failed", self.dir.name)
         self._wake()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -740,7 +759,7 @@ class PartitionLog:
         _step("reset-rolled")
         self._write_meta()  # without the intent: done
         self.unflushed_messages = 0
-        self._wake()
+        self._truncated()
 
     @property
     def last_stable_offset(self) -> int:
@@ -809,6 +828,8 @@ class PartitionLog:
                         self._flush_task = None
                 if gen == self.truncations:
                     self.flushed_offset = max(self.flushed_offset, upto)
+                if self._hw != self._hw_written:
+                    self.checkpoint_hw()
             else:
                 try:
                     await asyncio.shield(self._flush_task)

@@ -495,13 +495,51 @@ def test_kill_during_reset_leaves_old_prefix_or_new_log(tmp_path: Path, step: st
     follower.close()
     _crash(follower.dir, step, "reset", 500)
     lg = open_log(tmp_path, "follower", clean=False)
-    after = served(lg)
-    assert after == before[:len(after)]
-    if step != "reset-intent" or lg.log_start_offset == 500:
-        # past the intent the next load finishes the reset
-        assert lg.log_start_offset == lg.end_offset == 500 and after == []
-        assert lg.epochs.entries == [] and lg.producers.producers == {}
-        assert lg.producers.aborted == []
+    # the intent is the first thing written: from there on the next load finishes the reset
+    assert served(lg) == [] and before
+    assert lg.log_start_offset == lg.end_offset == 500
+    assert [p.name for p in lg.dir.glob("*.log")] == [f"{500:020d}.log"]
+    assert lg.epochs.entries == [] and lg.producers.producers == {}
+    assert lg.producers.aborted == [] and not list(lg.dir.glob("*.snapshot"))
+    assert "reset_to" not in json.loads((lg.dir / META).read_text())
     b = bytearray(encode_batch(rec(99), leader_epoch=9))
     set_base_offset(b, lg.end_offset)
     assert lg.append_as_follower(bytes(b)) == len(b)
+
+
+# ---- interplay with the cleaner ------------------------------------------------------------------
+def test_a_cleaning_pass_from_before_a_truncation_cannot_swap_in(tmp_path: Path) -> None:
+    """The cleaner swaps its output in only for the very segment objects it read: the segment a
+    truncation cut is a new object, so output made from its old contents is refused even once
+    the segment is rolled and closed again."""
+    lg = open_log(tmp_path)
+    for i in range(20):
+        lg.append(plain(i, 2), T0, leader_epoch=1)
+    assert len(lg.segments) > 3
+    seen = list(lg.segments)
+    cut_seg = seen[1]
+    lg.truncate_to(cut_seg.base + 2)  # after its first batch
+    assert lg.end_offset == cut_seg.base + 2
+    assert lg.active is not cut_seg and lg.active.base == cut_seg.base
+    while len(lg.segments) < 3:
+        lg.append(plain(50), T0, leader_epoch=2)
+    assert lg.segments[1].base == cut_seg.base and lg.segments[1] is not lg.active
+    assert lg.replace_segments([cut_seg]) is False
+    assert lg.segments[0] is seen[0]  # segments below the cut keep their identity
+
+
+def test_truncation_clamps_the_cleaner_checkpoint(tmp_path: Path) -> None:
+    from samsa.storage.manager import LogManager
+
+    mgr = LogManager([tmp_path])
+    mgr.detect_clean()
+    cfg = LogConfig(cleanup_policy="compact", segment_bytes=400)
+    lg = mgr.create("c", 0, cfg)
+    for i in range(10):
+        lg.append(plain(i), T0, leader_epoch=1)
+    mgr.cleaner._set_checkpoint(lg, 8)
+    lg.truncate_to(5)
+    assert mgr.cleaner.checkpoint(lg) == 5
+    lg.truncate_to(7)  # past the end: nothing moves
+    assert mgr.cleaner.checkpoint(lg) == 5
+    mgr.shutdown()
