@@ -15,6 +15,7 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -29,6 +30,9 @@ _PREFIX = struct.Struct(">qi")
 _BASE_AND_TS = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 log = logging.getLogger("samsa.storage")
+
+# tests set this to stop a truncation between its index and log cuts (a simulated crash)
+truncate_hook: Callable[[str], None] | None = None
 
 
 def segment_name(base: int) -> str:
@@ -372,7 +376,10 @@ class Segment:
                 self._release_index_fds()
                 for p in (self.index_path, self.tindex_path):
                     fsio.unlink(p)
+        if truncate_hook is not None:
+            truncate_hook("segment-indexes-cut")
         fsio.ftruncate(self.fd, pos)
+        self._write_failed = False  # whatever a failed write left past `pos` is gone too
         cut = self.size - pos
         self.size = pos
         del self.idx_off[keep_idx:], self.idx_pos[keep_idx:], self.t_ts[keep_t:], self.t_off[keep_t:]

@@ -422,24 +422,28 @@ CHILD = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from samsa.storage import log as log_mod
+    from samsa.storage import segment as seg_mod
     from samsa.storage.log import LogConfig, PartitionLog
 
     d, step, op, offset = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 
     def hook(name):
         if name == step:
+            print("killed at", name, flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    log_mod.swap_hook = hook
+    log_mod.swap_hook = seg_mod.truncate_hook = hook
     lg = PartitionLog.open(d, "t", 0, LogConfig(segment_bytes=400, index_interval=100), clean=True)
     if op == "truncate":
         lg.truncate_to(offset)
     else:
         lg.truncate_fully_and_start_at(offset)
+    print("killed at end", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)  # past every step: killed after the truncation
 """)
 
-TRUNCATE_STEPS = ["truncate-meta", "truncate-segment-deleted", "truncate-segment-cut",
+TRUNCATE_STEPS = ["truncate-meta", "truncate-segment-deleted", "segment-indexes-cut",
+                  "truncate-segment-cut",
                   "truncate-epochs", "truncate-producers", "end"]
 RESET_STEPS = ["reset-intent", "reset-segments-deleted", "reset-rolled", "end"]
 
@@ -449,17 +453,20 @@ def _crash(d: Path, step: str, op: str, offset: int) -> None:
     p = subprocess.run([sys.executable, "-c", CHILD, str(d), step, op, str(offset)], env=env,
                        capture_output=True, timeout=60)
     assert p.returncode == -signal.SIGKILL, p.stderr.decode()
+    assert p.stdout.decode().strip() == f"killed at {step}"  # the crash point was reached
 
 
+@pytest.mark.parametrize("cut_batch", [5, 8])  # inside a segment; inside an open transaction
 @pytest.mark.parametrize("step", TRUNCATE_STEPS)
-def test_kill_during_truncate_leaves_a_prefix(tmp_path: Path, step: str) -> None:
+def test_kill_during_truncate_leaves_a_prefix(tmp_path: Path, step: str, cut_batch: int) -> None:
     leader = open_log(tmp_path, "leader")
     bases = fill_leader(leader)
     follower = open_log(tmp_path, "follower")
     replicate(leader, follower)
     follower.set_high_watermark(bases[-2])
     before = served(follower)
-    cut = bases[6]
+    cut = bases[cut_batch]
+    assert cut not in follower.bases
     follower.close()
     _crash(follower.dir, step, "truncate", cut)
     lg = open_log(tmp_path, "follower", clean=False)
