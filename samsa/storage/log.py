@@ -597,9 +597,10 @@ class PartitionLog:
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> int:
         """Append whole batches fetched from the leader, verbatim (offsets, leader epochs and
         timestamps as the leader wrote them); a trailing partial batch is ignored. Returns the
-        bytes appended. Every batch is checked first (magic, length, CRC, base offset at or past
-        the log end: gaps are fine, a compacted leader leaves them); FollowerAppendError, with
-        nothing appended, otherwise. Per batch, never per record."""
+        bytes appended: 0 for non-empty data means its first batch is larger than what was fetched.
+        Every batch is checked first (magic, length, CRC, base offset at or past the log end: gaps
+        are fine, a compacted leader leaves them); FollowerAppendError, with nothing appended,
+        otherwise. Per batch, never per record."""
         mv = memoryview(data)
         n = len(mv)
         pos = 0
@@ -699,12 +700,12 @@ class PartitionLog:
             dropped = True
             _step("truncate-segment-deleted")
         seg = self.active
-        seg.truncate_to(offset)
+        cut = seg.truncate_to(offset)
         _step("truncate-segment-cut")
         seg.flush()  # the cut is durable before new data lands on the same bytes
         if dropped:
             fsio.fsync_dir(self.dir)
-        if seg.size > 0:
+        if cut and seg.size > 0:
             # a new object for the cut segment: a cleaning pass that started before the cut must
             # not swap its output (made from the old contents) in for it later
             fresh = Segment(self.dir, seg.base, self.config.index_interval)

@@ -550,3 +550,26 @@ def test_truncation_clamps_the_cleaner_checkpoint(tmp_path: Path) -> None:
     lg.truncate_to(7)  # past the end: nothing moves
     assert mgr.cleaner.checkpoint(lg) == 5
     mgr.shutdown()
+
+
+def test_a_flush_running_across_a_truncation_does_not_overstate_durability(tmp_path: Path) -> None:
+    """A flush that started before a truncation finishes after it: the flushed offset (what the
+    next flush skips, what the recovery point may move to) must not pass the new log end, or
+    records appended there later would be acknowledged as durable without an fsync."""
+    async def run() -> None:
+        lg = open_log(tmp_path, cfg=LogConfig(segment_bytes=1 << 20))
+        for i in range(10):
+            lg.append(plain(i), T0, leader_epoch=1)
+        task = asyncio.ensure_future(lg.flush())
+        await asyncio.sleep(0)  # the fsync is now running in a worker thread
+        assert lg._flush_task is not None
+        lg.truncate_to(4)
+        await task
+        assert lg.flushed_offset <= lg.end_offset == 4
+        for i in range(3):
+            lg.append(plain(20 + i), T0, leader_epoch=2)
+        assert lg.flushed_offset < lg.end_offset
+        await lg.flush()
+        assert lg.flushed_offset == lg.end_offset == 7
+        lg.close()
+    asyncio.run(run())
