@@ -699,12 +699,12 @@ class PartitionLog:
             self.segments.pop().delete()
             dropped = True
             _step("truncate-segment-deleted")
+        if dropped:  # durable before the cut: a power loss must not bring a later segment back
+            fsio.fsync_dir(self.dir)  # after a shorter one (a hole)
         seg = self.active
         cut = seg.truncate_to(offset)
         _step("truncate-segment-cut")
         seg.flush()  # the cut is durable before new data lands on the same bytes
-        if dropped:
-            fsio.fsync_dir(self.dir)
         if cut and seg.size > 0:
             # a new object for the cut segment: a cleaning pass that started before the cut must
             # not swap its output (made from the old contents) in for it later
@@ -748,6 +748,7 @@ class PartitionLog:
         if self._hw is not None:
             self._hw = offset
         self._write_meta()
+        fsio.fsync_dir(self.dir)  # the intent is durable before anything it covers goes
         _step("reset-intent")
         for seg in reversed(self.segments):
             seg.delete()
