@@ -1,0 +1,208 @@
+"""QuorumController's replication control: AlterPartition (ISR changes from partition leaders),
+leader elections (preferred, unclean, automatic) and partition reassignments (KIP-455), with
+Kafka's error codes. The controller runs without a quorum (tests/unit/test_quorum_controller.py's
+harness) but its records are applied by the real MetadataImage, so epochs and reassignment fields
+move as every node would move them."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+
+from samsa.cluster.controller.quorum import IsrChange
+from samsa.cluster.metadata.image import PartitionState
+from samsa.cluster.metadata.records import PartitionChangeRecord, Record
+from samsa.protocol.errors import Err
+from tests.unit.test_quorum_controller import Harness, run
+
+
+class ImageHarness(Harness):
+    """The harness with the real image's apply."""
+
+    async def propose(self, records: list[Record]) -> int:
+        self.batches.append(list(records))
+        for r in records:
+            self.log.append(r)
+            self.image.apply(r, len(self.log) - 1)
+        return len(self.log) - 1
+
+
+def started(brokers: int = 3, **config: str) -> ImageHarness:
+    h = ImageHarness(**config)
+    run(h.start(brokers))
+    return h
+
+
+def topic(h: ImageHarness, name: str, *assignment: list[int], **configs: str) -> uuid.UUID:
+    run(h.ctl.create_topic(name, -1, -1, {k.replace("_", "."): v for k, v in configs.items()},
+                           assignments=list(enumerate(assignment))))
+    return h.image.topics[name].topic_id
+
+
+def part(h: ImageHarness, name: str, p: int = 0) -> PartitionState:
+    return h.image.topics[name].partitions[p]
+
+
+def alter(h: ImageHarness, sender: int, name: str, isr: list[int] | list[tuple[int, int]],
+          p: int = 0, *, leader_epoch: int | None = None, partition_epoch: int | None = None,
+          recovery: int = 0, broker_epoch: int | None = None,
+          topic_id: uuid.UUID | None = None) -> tuple[int, PartitionState | None]:
+    """AlterPartition from `sender` with the partition's current epochs unless given; plain ids
+    in `isr` are sent with their registered broker epoch (AlterPartition v3)."""
+    ps = h.image.topics[name].partitions.get(p) if name in h.image.topics else None
+    pairs = [b if isinstance(b, tuple) else (b, h.epochs.get(b, -1)) for b in isr]
+    return run(h.ctl.alter_partition(
+        sender, h.epochs[sender] if broker_epoch is None else broker_epoch,
+        h.image.topics[name].topic_id if topic_id is None else topic_id, p,
+        (ps.leader_epoch if ps else 0) if leader_epoch is None else leader_epoch,
+        pairs, recovery, (ps.partition_epoch if ps else 0) if partition_epoch is None
+        else partition_epoch))
+
+
+def refused(h: ImageHarness, code: int, *args: Any, **kw: Any) -> None:
+    n = len(h.log)
+    got = alter(h, *args, **kw)
+    assert got == (code, None), Err.name_of(got[0])
+    assert len(h.log) == n, "a refused AlterPartition wrote records"
+
+
+# ---- AlterPartition ---------------------------------------------------------------------------
+
+def test_alter_partition_expands_and_shrinks_the_isr() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    before = part(h, "t")
+    assert (before.leader, before.isr, before.leader_epoch, before.partition_epoch) == \
+        (1, (1,), 0, 0)
+    code, st = alter(h, 1, "t", [1, 2, 3])
+    assert code == Err.NONE and st is not None
+    assert (st.leader, st.isr, st.leader_epoch, st.partition_epoch) == (1, (1, 2, 3), 0, 1)
+    assert st.replicas == (1, 2, 3)
+    assert h.log[-1] == PartitionChangeRecord(0, h.image.topics["t"].topic_id, isr=(1, 2, 3))
+    assert part(h, "t").isr == (1, 2, 3) and part(h, "t").partition_epoch == 1
+    # a shrink (metadata.version 3.7: no leader epoch bump) and broker epochs not given (-1)
+    code, st = alter(h, 1, "t", [(1, -1), (3, -1)])
+    assert code == Err.NONE and st is not None
+    assert (st.isr, st.leader_epoch, st.partition_epoch) == ((1, 3), 0, 2)
+    # the same ISR again: accepted, nothing written
+    n = len(h.log)
+    assert alter(h, 1, "t", [1, 3])[0] == Err.NONE
+    assert len(h.log) == n
+
+
+def test_alter_partition_stale_broker_epoch() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    refused(h, Err.STALE_BROKER_EPOCH, 1, "t", [1, 2], broker_epoch=h.epochs[1] - 1)
+    refused(h, Err.STALE_BROKER_EPOCH, 1, "t", [1, 2], broker_epoch=h.epochs[1] + 1000)
+    h.epochs[9] = 5  # never registered
+    refused(h, Err.STALE_BROKER_EPOCH, 9, "t", [1, 2])
+    # a stale epoch fails the whole request, whatever its partitions
+    code, results = run(h.ctl.alter_partitions(1, h.epochs[1] - 1, [
+        IsrChange(uuid.uuid4(), 0, 0, ((1, -1),), 0, 0)]))
+    assert (code, results) == (Err.STALE_BROKER_EPOCH, [])
+
+
+def test_alter_partition_unknown_topic_or_partition() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    refused(h, Err.UNKNOWN_TOPIC_ID, 1, "t", [1, 2], topic_id=uuid.uuid4())
+    refused(h, Err.UNKNOWN_TOPIC_ID, 1, "t", [1, 2], topic_id=uuid.UUID(int=0))
+    refused(h, Err.UNKNOWN_TOPIC_OR_PARTITION, 1, "t", [1, 2], p=1, leader_epoch=0,
+            partition_epoch=0)
+
+
+def test_alter_partition_epochs() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    assert alter(h, 1, "t", [1, 2])[0] == Err.NONE  # partition epoch 1
+    # an older partition epoch: the leader's view is outdated
+    refused(h, Err.INVALID_UPDATE_VERSION, 1, "t", [1, 2, 3], partition_epoch=0)
+    # newer epochs than the controller's: this controller must be stale
+    refused(h, Err.NOT_CONTROLLER, 1, "t", [1, 2, 3], partition_epoch=2)
+    refused(h, Err.NOT_CONTROLLER, 1, "t", [1, 2, 3], leader_epoch=1)
+    # leadership moves to 2 (1 is fenced): 1's leader epoch is fenced, 2 may change the ISR
+    run(h.beat(1, fence=True))
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.leader_epoch) == (2, (2,), 1)
+    refused(h, Err.FENCED_LEADER_EPOCH, 1, "t", [1, 2], leader_epoch=0)
+    assert alter(h, 2, "t", [2, 3])[0] == Err.NONE
+
+
+def test_alter_partition_from_a_broker_that_is_not_the_leader() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    refused(h, Err.INVALID_REQUEST, 2, "t", [1, 2])  # Kafka: INVALID_REQUEST, not the leader
+    refused(h, Err.INVALID_REQUEST, 3, "t", [3])
+
+
+def test_alter_partition_invalid_isr() -> None:
+    h = started(4)
+    topic(h, "t", [1, 2, 3])
+    refused(h, Err.INVALID_REQUEST, 1, "t", [2, 3])        # the leader left out of its ISR
+    refused(h, Err.INVALID_REQUEST, 1, "t", [])            # empty
+    refused(h, Err.INVALID_REQUEST, 1, "t", [1, 4])        # 4 is not a replica
+    refused(h, Err.INVALID_REQUEST, 1, "t", [1, 2, 2])     # a broker twice
+    refused(h, Err.INVALID_REQUEST, 1, "t", [1], recovery=7)  # no such recovery state
+
+
+def test_alter_partition_ineligible_replicas() -> None:
+    h = started(4)
+    topic(h, "t", [1, 2, 3, 4])
+    run(h.beat(2, fence=True))
+    refused(h, Err.INELIGIBLE_REPLICA, 1, "t", [1, 2])                 # fenced
+    refused(h, Err.INELIGIBLE_REPLICA, 1, "t", [1, (2, -1)])           # fenced, no epoch given
+    run(h.beat(3, shut_down=True))
+    refused(h, Err.INELIGIBLE_REPLICA, 1, "t", [1, 3])                 # shutting down
+    refused(h, Err.INELIGIBLE_REPLICA, 1, "t", [1, (4, h.epochs[4] - 1)])  # old incarnation
+    assert alter(h, 1, "t", [1, (4, h.epochs[4])])[0] == Err.NONE
+    assert part(h, "t").isr == (1, 4)
+
+
+def test_alter_partition_leader_recovery_state() -> None:
+    """An unclean election leaves the leader RECOVERING; the leader says when it has recovered,
+    with an ISR of itself alone, and only then grows it; it can never go back to RECOVERING."""
+    h = started(unclean_leader_election_enable="true")
+    topic(h, "t", [1, 2, 3])
+    run(h.beat(1, fence=True))  # 1 alone in the ISR: 2 takes over uncleanly
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.leader_recovery_state) == (2, (2,), 1)
+    refused(h, Err.INVALID_REQUEST, 2, "t", [2, 3], recovery=1)  # still recovering: ISR of one
+    code, st = alter(h, 2, "t", [2], recovery=0)
+    assert code == Err.NONE and st is not None and st.leader_recovery_state == 0
+    assert part(h, "t").leader_recovery_state == 0
+    refused(h, Err.INVALID_REQUEST, 2, "t", [2], recovery=1)     # RECOVERED -> RECOVERING
+    assert alter(h, 2, "t", [2, 3])[0] == Err.NONE
+
+
+def test_alter_partitions_in_one_batch() -> None:
+    h = started()
+    tid = topic(h, "t", [1, 2, 3], [2, 3, 1], [1, 3, 2])
+    e1 = h.epochs[1]
+    code, results = run(h.ctl.alter_partitions(1, e1, [
+        IsrChange(tid, 0, 0, ((1, e1), (2, h.epochs[2])), 0, 0),
+        IsrChange(tid, 1, 0, ((2, -1), (1, -1)), 0, 0),          # 1 does not lead partition 1
+        IsrChange(tid, 2, 0, ((1, e1), (3, -1)), 0, 0),
+        IsrChange(tid, 0, 0, ((1, e1),), 0, 0),                  # stale once the first applies
+    ]))
+    assert code == Err.NONE
+    assert [c for c, _ in results] == [Err.NONE, Err.INVALID_REQUEST, Err.NONE,
+                                       Err.INVALID_UPDATE_VERSION]
+    assert len(h.batches[-1]) == 2  # the accepted changes, written together
+    assert part(h, "t", 0).isr == (1, 2) and part(h, "t", 2).isr == (1, 3)
+
+
+def test_fenced_leader_with_unclean_election_logs_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    h = started()
+    topic(h, "clean", [1, 2, 3])
+    topic(h, "dirty", [1, 2, 3], unclean_leader_election_enable="true")
+    with caplog.at_level(logging.WARNING, logger="samsa.controller"):
+        run(h.beat(1, fence=True))
+    assert part(h, "clean").leader == -1 and part(h, "clean").isr == (1,)
+    assert part(h, "dirty").leader == 2 and part(h, "dirty").isr == (2,)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "dirty-0" in warned[0] and "may be lost" in warned[0]
