@@ -206,3 +206,267 @@ def test_fenced_leader_with_unclean_election_logs_a_warning(
     assert part(h, "dirty").leader == 2 and part(h, "dirty").isr == (2,)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warned) == 1 and "dirty-0" in warned[0] and "may be lost" in warned[0]
+
+
+# ---- reassignments (KIP-455) ------------------------------------------------------------------
+
+def reassign(h: ImageHarness, *entries: tuple[str, int, list[int] | None]
+             ) -> list[tuple[int, str | None]]:
+    return run(h.ctl.alter_reassignments(list(entries)))  # type: ignore[no-any-return]
+
+
+def listed(h: ImageHarness, topics: list[tuple[str, list[int]]] | None = None
+           ) -> dict[tuple[str, int], tuple[tuple[int, ...], ...]]:
+    return {(name, r.partition): (r.replicas, r.adding, r.removing)
+            for name, found in h.ctl.list_reassignments(topics) for r in found}
+
+
+def test_reassignment_moves_the_leader_once_the_new_replicas_are_in_sync() -> None:
+    h = started(4)
+    tid = topic(h, "t", [1, 2, 3])
+    assert alter(h, 1, "t", [1, 2, 3])[0] == Err.NONE
+    assert reassign(h, ("t", 0, [2, 3, 4])) == [(Err.NONE, None)]
+    ps = part(h, "t")
+    # target first, then the replicas being removed; the ISR and leader as they were
+    assert (ps.replicas, ps.adding_replicas, ps.removing_replicas) == ((2, 3, 4, 1), (4,), (1,))
+    assert (ps.leader, ps.isr, ps.leader_epoch, ps.partition_epoch) == (1, (1, 2, 3), 0, 2)
+    assert h.log[-1] == PartitionChangeRecord(0, tid, replicas=(2, 3, 4, 1),
+                                              removing_replicas=(1,), adding_replicas=(4,))
+    assert listed(h) == {("t", 0): ((2, 3, 4, 1), (4,), (1,))}
+    assert listed(h, [("t", [0, 1]), ("nope", [0])]) == listed(h)
+    # the leader's AlterPartition brings 4 into the ISR: the reassignment completes, 1 (the
+    # leader) leaves, so leadership moves to the first new replica in the ISR
+    assert alter(h, 1, "t", [1, 2, 3, 4]) == (Err.NEW_LEADER_ELECTED, None)
+    ps = part(h, "t")
+    assert (ps.replicas, ps.isr, ps.adding_replicas, ps.removing_replicas) == \
+        ((2, 3, 4), (2, 3, 4), (), ())
+    assert (ps.leader, ps.leader_epoch, ps.partition_epoch) == (2, 1, 3)
+    assert listed(h) == {}
+    refused(h, Err.FENCED_LEADER_EPOCH, 1, "t", [1, 2], leader_epoch=0)
+
+
+def test_reassignment_keeping_the_leader_bumps_its_epoch() -> None:
+    h = started(4)
+    topic(h, "t", [1, 2, 3])
+    assert alter(h, 1, "t", [1, 2, 3])[0] == Err.NONE
+    assert reassign(h, ("t", 0, [1, 2, 4])) == [(Err.NONE, None)]
+    assert part(h, "t").adding_replicas == (4,) and part(h, "t").removing_replicas == (3,)
+    # 4 not in sync yet: nothing completes
+    assert alter(h, 1, "t", [1, 2])[0] == Err.NONE
+    assert part(h, "t").replicas == (1, 2, 4, 3)
+    code, st = alter(h, 1, "t", [1, 2, 4])
+    assert code == Err.NONE and st is not None
+    assert (st.replicas, st.isr, st.leader, st.leader_epoch) == ((1, 2, 4), (1, 2, 4), 1, 1)
+    assert st.adding_replicas == () and st.removing_replicas == ()
+    assert part(h, "t") == st
+
+
+def test_reassignment_within_the_isr_completes_at_once() -> None:
+    h = started(4)
+    topic(h, "t", [1, 2, 3], [1, 2, 3])
+    assert alter(h, 1, "t", [1, 2, 3])[0] == Err.NONE
+    assert alter(h, 1, "t", [1, 2, 3], p=1)[0] == Err.NONE
+    assert reassign(h, ("t", 0, [3, 2, 1]), ("t", 1, [2, 1])) == [(Err.NONE, None)] * 2
+    assert len(h.batches[-1]) == 2
+    p0, p1 = part(h, "t", 0), part(h, "t", 1)
+    # a new order: same replicas, the leader stays and keeps its epoch
+    assert (p0.replicas, p0.isr, p0.leader, p0.leader_epoch) == ((3, 2, 1), (1, 2, 3), 1, 0)
+    # a replica leaves: done at once, with a leader epoch bump
+    assert (p1.replicas, p1.isr, p1.leader, p1.leader_epoch) == ((2, 1), (1, 2), 1, 1)
+    assert listed(h) == {}
+    # the current assignment again: nothing to do, nothing written
+    n = len(h.log)
+    assert reassign(h, ("t", 1, [2, 1])) == [(Err.NONE, None)]
+    assert len(h.log) == n
+
+
+def test_reassignment_cancel_reverts() -> None:
+    h = started(4)
+    topic(h, "t", [1, 2, 3])
+    assert reassign(h, ("t", 0, [2, 3, 4])) == [(Err.NONE, None)]
+    assert reassign(h, ("t", 0, None)) == [(Err.NONE, None)]
+    ps = part(h, "t")
+    assert (ps.replicas, ps.isr, ps.leader, ps.adding_replicas, ps.removing_replicas) == \
+        ((2, 3, 1), (1,), 1, (), ())
+    assert listed(h) == {}
+    assert reassign(h, ("t", 0, None)) == [
+        (Err.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")]
+
+
+def test_reassignment_cancel_needing_an_unclean_election() -> None:
+    """The only in-sync replica is one being added: going back means electing an out-of-sync
+    replica, which only unclean.leader.election.enable allows."""
+    h = started(3)
+    topic(h, "t", [1], unclean_leader_election_enable="true")
+    assert reassign(h, ("t", 0, [2])) == [(Err.NONE, None)]
+    assert part(h, "t").adding_replicas == (2,)
+    run(h.beat(1, fence=True))  # 1 alone in the ISR: 2 (being added) takes over uncleanly
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.replicas, ps.adding_replicas) == (2, (2,), (2, 1), (2,))
+    run(h.ctl.alter_topic_configs("t", {"unclean.leader.election.enable": "false"}, False))
+    n = len(h.log)
+    assert reassign(h, ("t", 0, None)) == [(
+        Err.INVALID_REPLICA_ASSIGNMENT, "Unable to revert partition assignment for t:0 because "
+        "it would require an unclean leader election.")]
+    assert len(h.log) == n
+    run(h.ctl.alter_topic_configs("t", {"unclean.leader.election.enable": "true"}, False))
+    assert reassign(h, ("t", 0, None)) == [(Err.NONE, None)]
+    ps = part(h, "t")
+    # back to [1], which is fenced: the partition is offline until 1 returns
+    assert (ps.replicas, ps.isr, ps.leader, ps.adding_replicas) == ((1,), (1,), -1, ())
+
+
+def test_reassignment_errors() -> None:
+    h = started(3)
+    topic(h, "t", [1, 2])
+    n = len(h.log)
+    res = reassign(h, ("nope", 0, [1]), ("t", 4, [1]), ("t", 0, [1, 9]), ("t", 0, [1, 1]),
+                   ("t", 0, []), ("t", 0, [3]))
+    assert res[:5] == [
+        (Err.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named nope."),
+        (Err.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition t:4."),
+        (Err.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes broker 9, "
+                                         "but no such broker is registered."),
+        (Err.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes the broker 1 "
+                                         "more than once."),
+        (Err.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty "
+                                         "replica list."),
+    ]
+    assert res[5] == (Err.NONE, None)  # the valid entry is written, the others are not
+    assert len(h.log) == n + 1
+    # a fenced (but registered) broker is a valid target, as in Kafka
+    run(h.beat(2, fence=True))
+    assert reassign(h, ("t", 0, [2, 3])) == [(Err.NONE, None)]
+
+
+# ---- elections --------------------------------------------------------------------------------
+
+def elect(h: ImageHarness, kind: int, partitions: list[tuple[str, list[int]]] | None
+          ) -> dict[tuple[str, int], int]:
+    out = run(h.ctl.elect_leaders(kind, partitions))
+    return {(name, p): code for name, parts in out for p, code, _ in parts}
+
+
+def test_preferred_election() -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3], [1, 2, 3])
+    assert alter(h, 1, "t", [1, 2, 3])[0] == Err.NONE
+    run(h.beat(1, fence=True))
+    assert part(h, "t").leader == 2 and part(h, "t", 1).leader == -1
+    run(h.beat(1))  # back: partition 1 (ISR [1]) is led by 1 again; partition 0 stays with 2
+    assert part(h, "t").leader == 2 and part(h, "t", 1).leader == 1
+    # 1 is not in partition 0's ISR yet
+    assert elect(h, 0, [("t", [0, 1, 5]), ("x", [0])]) == {
+        ("t", 0): Err.PREFERRED_LEADER_NOT_AVAILABLE, ("t", 1): Err.ELECTION_NOT_NEEDED,
+        ("t", 5): Err.UNKNOWN_TOPIC_OR_PARTITION, ("x", 0): Err.UNKNOWN_TOPIC_OR_PARTITION}
+    assert alter(h, 2, "t", [2, 3, 1])[0] == Err.NONE
+    # every partition: only those that needed an election are in the results
+    assert elect(h, 0, None) == {("t", 0): Err.NONE}
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.leader_epoch) == (1, (2, 3, 1), 2)
+    assert elect(h, 0, [("t", [0])]) == {("t", 0): Err.ELECTION_NOT_NEEDED}
+    # the preferred replica shutting down cannot lead
+    assert alter(h, 1, "t", [1, 2])[0] == Err.NONE
+    run(h.beat(1, shut_down=True))
+    assert part(h, "t").leader == 2
+    assert elect(h, 0, [("t", [0])]) == {("t", 0): Err.PREFERRED_LEADER_NOT_AVAILABLE}
+
+
+def test_unclean_election(caplog: pytest.LogCaptureFixture) -> None:
+    h = started()
+    topic(h, "t", [1, 2, 3])
+    topic(h, "s", [3])
+    run(h.beat(1, fence=True))
+    assert part(h, "t").leader == -1  # unclean elections are off for the topic
+    with caplog.at_level(logging.WARNING, logger="samsa.controller"):
+        assert elect(h, 1, [("t", [0])]) == {("t", 0): Err.NONE}  # asked for: allowed
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.leader_recovery_state) == (2, (2,), 1)
+    assert any("may be lost" in r.getMessage() for r in caplog.records)
+    assert elect(h, 1, [("t", [0])]) == {("t", 0): Err.ELECTION_NOT_NEEDED}
+    run(h.beat(3, fence=True))  # the only replica of s-0: nobody can lead it
+    assert elect(h, 1, None) == {("s", 0): Err.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+
+
+def test_unknown_election_type() -> None:
+    from samsa.cluster.controller import ControllerError
+
+    h = started()
+    with pytest.raises(ControllerError) as e:
+        run(h.ctl.elect_leaders(2, None))
+    assert e.value.code == Err.INVALID_REQUEST
+
+
+def keep_alive(h: ImageHarness, ms: int) -> None:
+    h.now += ms
+    for b in h.epochs:
+        if not h.image.brokers[b].fenced:
+            run(h.beat(b))
+
+
+def test_offline_partition_elected_uncleanly_once_allowed() -> None:
+    h = started()
+    topic(h, "t", [1, 2])
+    run(h.beat(1, fence=True))
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    assert part(h, "t").leader == -1
+    run(h.ctl.alter_topic_configs("t", {"unclean.leader.election.enable": "true"}, False))
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    ps = part(h, "t")
+    assert (ps.leader, ps.isr, ps.leader_recovery_state) == (2, (2,), 1)
+
+
+def test_unclean_election_enabled_cluster_wide() -> None:
+    h = started()
+    topic(h, "t", [1, 2])
+    run(h.ctl.alter_broker_configs({"unclean.leader.election.enable": "true"}, False))
+    run(h.beat(1, fence=True))
+    assert part(h, "t").leader == 2  # at once, when its leader is fenced
+    topic(h, "u", [1, 3], unclean_leader_election_enable="false")  # the topic's own wins
+    assert part(h, "u").leader == 3
+    run(h.beat(3, fence=True))
+    assert part(h, "u").leader == -1
+
+
+def test_automatic_preferred_leader_rebalance() -> None:
+    h = started(leader_imbalance_check_interval_seconds="2")
+    topic(h, "t", *([[1, 2]] * 4))
+    for p in range(4):
+        assert alter(h, 1, "t", [1, 2], p=p)[0] == Err.NONE
+    run(h.beat(1, fence=True))
+    run(h.beat(1))
+    for p in range(4):
+        assert part(h, "t", p).leader == 2
+        assert alter(h, 2, "t", [2, 1], p=p)[0] == Err.NONE
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    assert part(h, "t", 0).leader == 2  # not yet: the check runs every 2 s
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    assert all(part(h, "t", p).leader == 1 for p in range(4))
+
+
+def test_rebalance_disabled_or_below_the_imbalance_percentage() -> None:
+    h = started(leader_imbalance_check_interval_seconds="1",
+                auto_leader_rebalance_enable="false")
+    topic(h, "t", [1, 2])
+    assert alter(h, 1, "t", [1, 2])[0] == Err.NONE
+    run(h.beat(1, fence=True))
+    run(h.beat(1))
+    assert alter(h, 2, "t", [2, 1])[0] == Err.NONE
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    assert part(h, "t").leader == 2
+    # 1 of 11 partitions whose preferred leader is 3 is led elsewhere: 9% <= 10%
+    h = started(leader_imbalance_check_interval_seconds="1")
+    topic(h, "u", *([[3, 2]] * 11))
+    assert alter(h, 3, "u", [3, 2])[0] == Err.NONE
+    run(h.beat(3, fence=True))
+    run(h.beat(3))
+    assert part(h, "u").leader == 2
+    assert alter(h, 2, "u", [2, 3])[0] == Err.NONE
+    keep_alive(h, 1000)
+    run(h.ctl.tick())
+    assert part(h, "u").leader == 2

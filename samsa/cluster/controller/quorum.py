@@ -59,6 +59,15 @@ from .partition_change import (
     build_change,
     merged,
 )
+from .partitions import (
+    Reassigning,
+    alter_reassignments,
+    elect_leaders,
+    list_reassignments,
+    rebalance_elections,
+    unclean_elections,
+    warn_unclean,
+)
 from .placement import place_replicas
 from .sessions import BrokerSessions
 from .validation import (
@@ -82,6 +91,10 @@ _MAX_PRODUCER_ID = 2**63 - 1
 BOOTSTRAP_METADATA_VERSION = 19
 _FENCE, _UNFENCE, _SHUTTING_DOWN = 1, -1, 1
 _DEFAULT_SESSION_MS = 9000
+# how often offline partitions are looked at for unclean elections (besides when a leader is
+# fenced), and at most how many such elections one look makes
+UNCLEAN_CHECK_MS = 1000
+MAX_ELECTIONS_PER_CHECK = 1000
 
 Propose = Callable[[list[Record]], Awaitable[int]]
 Assignments = Sequence[tuple[int, Sequence[int]]]
@@ -125,6 +138,8 @@ class QuorumController:
         self._last_epoch = -1
         self.sessions = BrokerSessions(_config_int(config, "broker.session.timeout.ms",
                                                    _DEFAULT_SESSION_MS))
+        self._next_unclean_check = 0
+        self._next_rebalance = 0
 
     # ---- activation ------------------------------------------------------------------------
 
@@ -135,7 +150,9 @@ class QuorumController:
             if "metadata.version" not in self.image.features:
                 await self._propose([FeatureLevelRecord("metadata.version",
                                                         BOOTSTRAP_METADATA_VERSION)])
-            self.sessions.reset(list(self.image.brokers), self._clock(), self.image.offset)
+            now = self._clock()
+            self.sessions.reset(list(self.image.brokers), now, self.image.offset)
+            self._next_rebalance = now + self._rebalance_interval_ms()
 
     # ---- topics ----------------------------------------------------------------------------
 
@@ -371,6 +388,37 @@ class QuorumController:
                 return Err.INELIGIBLE_REPLICA
         return Err.NONE
 
+    # ---- partitions: elections and reassignments --------------------------------------------
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, Sequence[int]]] | None
+                            ) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+        """ElectLeaders (0 preferred, 1 unclean): per topic, (partition, error, message); None
+        means every partition. INVALID_REQUEST (raised) for another election type."""
+        async with self._lock:
+            records, results = elect_leaders(self.image, election_type, partitions,
+                                             self._acceptable_leader())
+            if records:
+                await self._propose(list(records))
+            return results
+
+    async def alter_reassignments(self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+                                  ) -> list[tuple[int, str | None]]:
+        """AlterPartitionReassignments: (topic, partition, target replicas, or None to cancel)
+        each; one (error, message) per entry, all accepted changes written in one batch."""
+        async with self._lock:
+            records, results = alter_reassignments(self.image, requests,
+                                                   self._acceptable_leader(),
+                                                   self._unclean_enabled)
+            if records:
+                await self._propose(list(records))
+            return results
+
+    def list_reassignments(self, topics: Sequence[tuple[str, Sequence[int]]] | None
+                           ) -> list[tuple[str, list[Reassigning]]]:
+        """ListPartitionReassignments, from the committed image."""
+        return list_reassignments(self.image, topics)
+
     # ---- brokers ---------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, cluster_id: str,
@@ -449,13 +497,36 @@ class QuorumController:
             return HeartbeatReply(Err.NONE, caught_up, fenced, should_shut_down)
 
     async def tick(self) -> None:
-        """Fence every unfenced broker not heard from for broker.session.timeout.ms."""
+        """Fence every unfenced broker not heard from for broker.session.timeout.ms; then, every
+        UNCLEAN_CHECK_MS, unclean elections for offline partitions of topics that allow them,
+        and every leader.imbalance.check.interval.seconds (with auto.leader.rebalance.enable)
+        preferred elections where leadership is imbalanced."""
         async with self._lock:
             now = self._clock()
             for broker_id in sorted(self.image.brokers):
                 reg = self.image.brokers.get(broker_id)
                 if reg is not None and not reg.fenced and self.sessions.expired(broker_id, now):
                     await self._propose(self._fence(reg))
+            if now >= self._next_unclean_check:
+                self._next_unclean_check = now + UNCLEAN_CHECK_MS
+                records: list[Record] = list(unclean_elections(
+                    self.image, self._acceptable_leader(), self._unclean_enabled,
+                    MAX_ELECTIONS_PER_CHECK))
+                if records:
+                    await self._propose(records)
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self._rebalance_interval_ms()
+                if _config_bool(self.config, "auto.leader.rebalance.enable", True):
+                    records = list(rebalance_elections(
+                        self.image, self._acceptable_leader(),
+                        _config_int(self.config, "leader.imbalance.per.broker.percentage", 10)))
+                    if records:
+                        log.info("Leader imbalance: %d preferred leader election(s)",
+                                 len(records))
+                        await self._propose(records)
+
+    def _rebalance_interval_ms(self) -> int:
+        return 1000 * _config_int(self.config, "leader.imbalance.check.interval.seconds", 300)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -582,7 +653,7 @@ class QuorumController:
                     election=Election.UNCLEAN if unclean else Election.ONLINE)
                 if rec is not None:
                     if was_unclean:
-                        _warn_unclean(t.name, pid, rec.leader, ps.isr)
+                        warn_unclean(t.name, pid, rec.leader, ps.isr)
                     out.append(rec)
         return out
 
@@ -623,10 +694,9 @@ class QuorumController:
         return self.config.get_bool(name)
 
 
-def _warn_unclean(topic: str, partition: int, leader: int, isr: Sequence[int]) -> None:
-    log.warning("Unclean leader election for %s-%d: broker %d, not in the ISR %s, is the new "
-                "leader; records only the old ISR had may be lost.", topic, partition, leader,
-                list(isr))
+def _config_bool(config: BrokerConfig, name: str, default: bool) -> bool:
+    v = config.get(name)
+    return default if v is None else v.strip().lower() == "true"
 
 
 def _config_int(config: BrokerConfig, name: str, default: int) -> int:
