@@ -128,6 +128,22 @@ def alter_partition(address: str, broker: int, broker_epoch: int, topic_id: uuid
         "topics": [{"topic_id": topic_id, "partitions": [part]}]})
 
 
+def metadata_of(address: str, name: str, want: dict[int, tuple[int, tuple[int, ...]]] | None,
+                timeout: float = 10.0) -> dict[int, tuple[int, tuple[int, ...]]]:
+    """{partition: (leader, replicas)} in `address`'s Metadata; with `want`, asked again (bounded)
+    until it matches: other brokers apply a change a little later than the controller."""
+    deadline = time.monotonic() + timeout
+    while True:
+        md = call(address, 3, 12, {"topics": [{"name": name, "topic_id": None}],
+                                   "allow_auto_topic_creation": False,
+                                   "include_topic_authorized_operations": False})
+        got = {p.partition_index: (p.leader_id, tuple(p.replica_nodes))
+               for p in md.topics[0].partitions}
+        if want is None or got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
 def partition_code(resp: Any) -> int:
     assert resp.error_code == 0, resp
     return int(resp.topics[0].partitions[0].error_code)
@@ -266,12 +282,42 @@ def test_reassignment_within_the_isr_then_preferred_election(cluster: SamsaClust
             for p in r.partition_result] == [(0, NONE)]
     ps = state(metadata_image(cluster), "mv")
     assert (ps.leader, ps.leader_epoch) == (b, 1)
-    for node in cluster.nodes:  # each broker waited for (or has) the change before answering
-        md = call(node.bootstrap, 3, 12, {"topics": [{"name": "mv", "topic_id": None}],
-                                          "allow_auto_topic_creation": False,
-                                          "include_topic_authorized_operations": False})
-        p0 = md.topics[0].partitions[0]
-        assert (p0.leader_id, tuple(p0.replica_nodes)) == (b, (b, a)), node.node_id
+    # the broker that forwarded the election waited for its own image to show it
+    assert metadata_of(cluster.node(b).bootstrap, "mv", None) == {0: (b, (b, a))}
+    for node in cluster.nodes:
+        assert metadata_of(node.bootstrap, "mv", {0: (b, (b, a))}) == {0: (b, (b, a))}
+
+
+def test_create_partitions_with_assignments_across_brokers(cluster: SamsaCluster) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    create(cluster, "cp", [[1, 2]])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions("cp", 3, [[2, 3], [3, 1]])])["cp"].result(30)
+    want = {0: (1, (1, 2)), 1: (2, (2, 3)), 2: (3, (3, 1))}
+    for node in cluster.nodes:
+        assert metadata_of(node.bootstrap, "cp", want) == want, node.node_id
+    # bad assignments, sent raw to each broker (forwarded by all but the active controller)
+    cases = [
+        (5, [[1, 2]], "Attempted to add 2 additional partition(s), but only 1 assignment(s) "
+                      "were specified."),
+        (4, [[1, 9]], "The manual partition assignment includes broker 9, but no such broker "
+                      "is registered."),
+        (4, [[2, 2]], "The manual partition assignment includes the broker 2 more than once."),
+        (4, [[1]], "The manual partition assignment includes a partition with 1 replica(s), but "
+                   "this is not consistent with previous partitions, which have 2 replica(s)."),
+        (4, [[]], "The manual partition assignment includes an empty replica list."),
+    ]
+    for node in cluster.nodes:
+        for count, assignment, message in cases:
+            resp = call(node.bootstrap, 37, 3, {"topics": [
+                {"name": "cp", "count": count,
+                 "assignments": [{"broker_ids": b} for b in assignment]}],
+                "timeout_ms": 10000, "validate_only": False})
+            r = resp.results[0]
+            assert (r.error_code, r.error_message) == (INVALID_REPLICA_ASSIGNMENT, message), \
+                (node.node_id, count, assignment)
+    assert len(metadata_image(cluster).topics["cp"].partitions) == 3
 
 
 def test_fenced_broker(cluster: SamsaCluster) -> None:
@@ -290,6 +336,13 @@ def test_fenced_broker(cluster: SamsaCluster) -> None:
     ps = state(image, "fx")
     assert (ps.leader, ps.isr, ps.leader_epoch) == (-1, (x,), before.leader_epoch + 1)
     ctl = cluster.node(active).controller_address
+    # new partitions cannot be placed on fenced brokers only
+    resp = call(cluster.node(a).bootstrap, 37, 3, {"topics": [
+        {"name": "fx", "count": 3, "assignments": [{"broker_ids": [x]}]}],
+        "timeout_ms": 10000, "validate_only": False})
+    assert (resp.results[0].error_code, resp.results[0].error_message) == (
+        INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual partition assignment "
+        "for partition 2 are fenced or in controlled shutdown.")
     # x's last request, from before it died
     assert partition_code(alter_partition(ctl, x, old_epoch, tid, before, [(x, old_epoch)])) \
         == FENCED_LEADER_EPOCH
