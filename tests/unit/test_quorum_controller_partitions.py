@@ -470,3 +470,89 @@ def test_rebalance_disabled_or_below_the_imbalance_percentage() -> None:
     keep_alive(h, 1000)
     run(h.ctl.tick())
     assert part(h, "u").leader == 2
+
+
+# ---- ControllerClient.alter_partition: the broker's way to the controller -----------------------
+
+class _Node:
+    def __init__(self, h: ImageHarness, node_id: int, active: bool) -> None:
+        self.controller = h.ctl
+        self.node_id = node_id
+        self.image = h.image
+        self.active = active
+
+
+class _WireChannel:
+    """Carries a request to the CONTROLLER listener's AlterPartition handler as bytes: encoded
+    and decoded with the protocol's own codecs both ways, as a ControllerChannel would."""
+
+    def __init__(self, controller_broker: Any) -> None:
+        self.broker = controller_broker
+        self.requests: list[Any] = []
+
+    async def request(self, api_key: int, version: int, body: Any,
+                      timeout_s: float | None = None) -> Any:
+        from kio.index import load_request_schema, load_response_schema
+        from kio.serial import entity_reader, entity_writer
+
+        from samsa.broker.handlers import CONTROLLER_HANDLERS
+        from samsa.protocol.codec import Chunks, build
+
+        req_cls = load_request_schema(api_key, version)
+        out = Chunks()
+        entity_writer(req_cls)(out, build(req_cls, body))
+        req, _ = entity_reader(req_cls)(b"".join(out), 0)
+        self.requests.append(req)
+        ctx = type("Ctx", (), {"version": version, "api_key": api_key})()
+        answer = await CONTROLLER_HANDLERS[api_key](self.broker, ctx, req)
+        resp_cls = load_response_schema(api_key, version)
+        out = Chunks()
+        entity_writer(resp_cls)(out, build(resp_cls, answer))
+        resp, _ = entity_reader(resp_cls)(b"".join(out), 0)
+        return resp
+
+
+def _client(h: ImageHarness, node_id: int, active: bool, channel: Any = None) -> Any:
+    from samsa.broker.controller_client import ControllerClient
+
+    broker = type("Broker", (), {})()
+    broker.node = _Node(h, node_id, active)
+    broker.lifecycle = type("Lifecycle", (), {"broker_epoch": h.epochs[node_id]})()
+    broker.controller_channel = lambda: channel
+    return ControllerClient(broker)
+
+
+def test_controller_client_alter_partition_local_and_remote() -> None:
+    h = started()
+    tid = topic(h, "t", [1, 2, 3], [2, 3, 1])
+    # this node (1) is the active controller: a direct call
+    local = _client(h, 1, active=True)
+    code, st = run(local.alter_partition(tid, 0, 0, [(1, h.epochs[1]), (2, h.epochs[2])], 0, 0))
+    assert code == Err.NONE and st is not None and st.isr == (1, 2)
+    assert part(h, "t").isr == (1, 2)
+    # node 2 is not: AlterPartition v3 over the CONTROLLER listener to the active controller
+    active = type("Broker", (), {"node": _Node(h, 1, True)})()
+    channel = _WireChannel(active)
+    remote = _client(h, 2, active=False, channel=channel)
+    code, st = run(remote.alter_partition(tid, 1, 0, [(2, -1), (3, h.epochs[3])], 0, 0))
+    assert code == Err.NONE and st is not None
+    assert (st.leader, st.isr, st.leader_epoch, st.partition_epoch, st.replicas) == \
+        (2, (2, 3), 0, 1, (2, 3, 1))
+    sent = channel.requests[-1]
+    assert (sent.broker_id, sent.broker_epoch) == (2, h.epochs[2])
+    assert [(b.broker_id, b.broker_epoch) for b in
+            sent.topics[0].partitions[0].new_isr_with_epochs] == [(2, -1), (3, h.epochs[3])]
+    assert part(h, "t", 1).isr == (2, 3)
+    # errors come back as codes, whichever way
+    assert run(remote.alter_partition(tid, 1, 0, [(2, -1)], 0, 0)) == \
+        (Err.INVALID_UPDATE_VERSION, None)
+    assert run(remote.alter_partition(uuid.uuid4(), 1, 0, [(2, -1)], 0, 1)) == \
+        (Err.UNKNOWN_TOPIC_ID, None)
+    remote.broker.lifecycle.broker_epoch = h.epochs[2] - 1
+    assert run(remote.alter_partition(tid, 1, 0, [(2, -1)], 0, 1)) == \
+        (Err.STALE_BROKER_EPOCH, None)
+    # a partition epoch ahead of the controller's: NOT_CONTROLLER, retried until the timeout
+    remote.broker.lifecycle.broker_epoch = h.epochs[2]
+    assert run(remote.alter_partition(tid, 1, 0, [(2, -1)], 0, 9, timeout_s=0.2)) == \
+        (Err.NOT_CONTROLLER, None)
+    assert len(channel.requests) >= 6
