@@ -87,6 +87,10 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ALTER_CONFIGS: configs.alter_configs,
     apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     apis.DESCRIBE_CLUSTER: meta.describe_cluster,
+    apis.ALTER_PARTITION: controller_apis.alter_partition,
+    apis.ELECT_LEADERS: admin.elect_leaders,
+    apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
+    apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
 }
 
 
