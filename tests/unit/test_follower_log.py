@@ -708,3 +708,31 @@ def test_segment_truncate_matches_a_rebuild_from_its_files(tmp_path: Path, cut: 
     assert seg.position_of(cut) is None
     loaded.close()
     scanned.close()
+
+
+def test_a_gap_wider_than_32_bit_relative_offsets_starts_a_segment(tmp_path: Path) -> None:
+    """Index entries hold offsets relative to their segment in 32 bits: a compacted leader's gap
+    of billions of offsets must start a new segment (also from an empty active one), not break
+    the index write after the data went in."""
+    follower = open_log(tmp_path, "follower")
+    far, farther = 3_000_000_000, 9_000_000_000
+    data = b""
+    for base in (0, 1, far, far + 1):
+        b = bytearray(encode_batch(rec(base % 5), leader_epoch=1))
+        set_base_offset(b, base)
+        data += bytes(b)
+    assert follower.append_as_follower(data) == len(data)
+    assert follower.end_offset == far + 2
+    assert [s.base for s in follower.segments] == [0, far]
+    assert [o for o, _ in served(follower)] == [0, 1, far, far + 1]
+    follower.truncate_to(far)  # the segment at `far` goes; the active one ends at 2
+    assert follower.end_offset == 2
+    follower.truncate_fully_and_start_at(5)  # an empty active segment at 5
+    b = bytearray(encode_batch(rec(1), leader_epoch=2))
+    set_base_offset(b, farther)
+    assert follower.append_as_follower(bytes(b)) == len(b)
+    assert [s.base for s in follower.segments] == [farther]
+    assert [o for o, _ in served(follower)] == [farther]
+    follower.close()
+    again = open_log(tmp_path, "follower", clean=False)
+    assert again.end_offset == farther + 1 and [o for o, _ in served(again)] == [farther]
