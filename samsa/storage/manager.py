@@ -102,16 +102,22 @@ class LogManager:
 
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self.logs if k[0] == topic]:
-            lg = self.logs.pop(key)
-            lg.deleted = True
-            for s in lg.segments:
-                s.close()
-            lg._wake()
-            # rename first (atomic), remove later: a crash in between leaves a *-delete dir
-            target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}-delete")
-            lg.dir.rename(target)
-            shutil.rmtree(target, ignore_errors=True)
+            self.delete_partition(*key)
         self.cleaner.forget(topic)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Remove one partition's log (its topic was deleted, or its replica moved away)."""
+        lg = self.logs.pop((topic, partition), None)
+        if lg is None:
+            return
+        lg.deleted = True
+        for s in lg.segments:
+            s.close()
+        lg._wake()
+        # rename first (atomic), remove later: a crash in between leaves a *-delete dir
+        target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}-delete")
+        lg.dir.rename(target)
+        shutil.rmtree(target, ignore_errors=True)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self.logs.items():
