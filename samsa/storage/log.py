@@ -164,6 +164,9 @@ class PartitionLog:
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
+        # the leader epoch this broker leads the partition in (stamped on appends); -1 when it
+        # does not lead it (set by the replication layer)
+        self.leader_epoch = -1
         self.epochs = LeaderEpochCache(directory / EPOCH_FILE)
         # None: the high watermark follows the log end offset (a sole replica); else the value the
         # replication layer set. Persisted in partition.meta while set.
