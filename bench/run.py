@@ -156,7 +156,8 @@ def consumer_config(bootstrap: str) -> dict[str, Any]:
             "enable.auto.offset.store": False, "enable.partition.eof": False, **QUIET}
 
 
-def measure_latency(bootstrap: str, topic: str, partitions: int, seconds: float) -> LatencyResult:
+def measure_latency(bootstrap: str, topic: str, partitions: int, seconds: float,
+                    acks: str = "all") -> LatencyResult:
     """Paced producer (main thread) and a consumer thread assigned at the log end."""
     stop = threading.Event()
     seen_warmup = threading.Event()
@@ -203,7 +204,7 @@ def measure_latency(bootstrap: str, topic: str, partitions: int, seconds: float)
         if v[:1] == b"M":
             ack_ns.append(now - int.from_bytes(v[1:9], "big"))
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, **QUIET})
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, **QUIET})
     try:
         p.list_topics(topic=topic, timeout=10)
         # Warm up until the consumer is positioned and actually fetching.
