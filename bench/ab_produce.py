@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ab_produce.py [--base main] [--repeats 5] [--count 200000] [--no-consume]
 
+`--acks 1,all` and `--compressions none` choose the produce cells (default: acks=1, none and lz4).
 `--base` is a git ref: its tree is extracted (git archive) to a temporary dir, its C extensions
 built there if it has a setup.py, and a broker runs from it ("before") next to a broker from this
 checkout ("after"). Each cell (1 KiB messages, 1 partition, acks=1, compression none and lz4)
@@ -95,15 +96,15 @@ def micro() -> list[str]:
 
 
 def run_once(broker: VersionedSamsa, pool: ClientPool, compression: str, partitions: int,
-             count: int, tag: str, consume: bool = False) -> tuple[float, float]:
+             count: int, tag: str, consume: bool = False, acks: str = "1") -> tuple[float, float]:
     """(produce msg/s, consume msg/s or 0.0)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 3})
-    topic = f"ab-{compression}-{tag}"
+    topic = f"ab-{compression}-a{acks}-{tag}"
     create_topic(admin, topic, partitions)
     shares = [count // pool.size + (1 if i < count % pool.size else 0) for i in range(pool.size)]
-    tasks = [Task("produce", broker.bootstrap, topic, partitions, SIZE, n, "1", compression, i)
+    tasks = [Task("produce", broker.bootstrap, topic, partitions, SIZE, n, acks, compression, i)
              for i, n in enumerate(shares)]
     seconds, outs = pool.run(tasks)
     failed = [o.error for o in outs if o.error is not None]
@@ -175,6 +176,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--count", type=int, default=200_000, help="1 KiB messages per run")
     ap.add_argument("--clients", type=int, default=2)
+    ap.add_argument("--acks", default="1",
+                    help="comma-separated acks settings of the produce cells (default 1; e.g. "
+                         "1,all)")
+    ap.add_argument("--compressions", default="none,lz4",
+                    help="comma-separated compression types of the produce cells")
     ap.add_argument("--micro-only", action="store_true", help="only the validator micro-benchmark")
     ap.add_argument("--no-consume", action="store_true", help="produce only (no read-back)")
     ap.add_argument("--consume-only", action="store_true",
@@ -212,7 +218,8 @@ def main() -> None:
                       "|---|---:|---:|---:|---:|---:|"]
             produced: list[str] = []
             consumed: list[str] = []
-            for compression, partitions in CELLS:
+            cells = [(c, 1, a) for a in args.acks.split(",") for c in args.compressions.split(",")]
+            for compression, partitions, acks in cells:
                 rates: dict[str, list[float]] = {"before": [], "after": []}
                 reads: dict[str, list[float]] = {"before": [], "after": []}
                 steal0 = steal_seconds()
@@ -220,16 +227,17 @@ def main() -> None:
                     order = sides if r % 2 == 0 else sides[::-1]
                     for s in order:
                         rate, read = run_once(s, pool, compression, partitions, args.count,
-                                              f"{s.name}{r}", consume)
+                                              f"{s.name}{r}", consume, acks)
                         rates[s.name].append(rate)
                         reads[s.name].append(read)
-                        log(f"{compression} {s.name} run {r}: produce {rate:,.0f} msg/s, "
+                        log(f"{compression} acks={acks} {s.name} run {r}: produce {rate:,.0f} msg/s, "
                             f"consume {read:,.0f} msg/s")
                 steal = steal_seconds() - steal0
-                produced.append(_row(compression, partitions, rates, steal))
+                label = compression if acks == "1" else f"{compression}, acks={acks}"
+                produced.append(_row(label, partitions, rates, steal))
                 if consume:
-                    consumed.append(_row(compression, partitions, reads, steal))
-            lines += ["## Produce throughput, 1 KiB, acks=1 (msg/s, median of runs)", "",
+                    consumed.append(_row(label, partitions, reads, steal))
+            lines += [f"## Produce throughput, 1 KiB, acks={args.acks} (msg/s, median of runs)", "",
                       *header, *produced, ""]
             if consume:
                 lines += [f"## Consume throughput, 1 KiB ({args.clients} readers of the whole "

@@ -11,7 +11,8 @@ between repeats, so drift in the shared host's load hits all of them) gets:
    min.insync.replicas=2), --count 1 KiB records from 2 confluent-kafka processes
    (bench/clients.py: produce_batch, linger.ms=5, no compression, every delivery checked), timed
    from the start signal to the last flush(); before the run every partition has a leader and
-   its full ISR. Broker CPU seconds (all three brokers, /proc) over the run are recorded too;
+   its full ISR. Also timed: until the high watermarks (ListOffsets) cover every record, i.e.
+   every record is on every in-sync replica; and the three brokers' CPU seconds (/proc);
 2. end-to-end latency: bench/run.py's measure_latency (a paced 2,000 msg/s of 1 KiB, a consumer
    thread assigned at the log end, latency = receive time - send time embedded in the record,
    default fetch.wait.max.ms) on another fresh topic with the same RF/acks. A consumer only sees
@@ -32,6 +33,7 @@ from pathlib import Path
 from clients import ClientPool, Task
 from cluster_common import METADATA, METADATA_VERSION, Link, load_line, run_header
 from common import CLK_TCK, QUIET, delete_topic, log, machine_info, steal_seconds
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from run import measure_latency
 
@@ -54,7 +56,8 @@ SETUPS = (Setup("RF=1 acks=1", 1, "1"), Setup("RF=3 acks=all", 3, "all"),
 
 @dataclass
 class Results:
-    rates: list[float] = field(default_factory=list)      # records/s
+    rates: list[float] = field(default_factory=list)      # records/s acknowledged
+    replicated: list[float] = field(default_factory=list)  # records/s up to the high watermark
     cpu_per_gb: list[float] = field(default_factory=list)  # broker CPU s per GB produced
     lat_p50: list[float] = field(default_factory=list)
     lat_p99: list[float] = field(default_factory=list)
@@ -98,9 +101,28 @@ def broker_cpu(cluster: SamsaCluster) -> float:
     return total
 
 
+def replicated_by(bootstrap: str, topic: str, partitions: int, count: int,
+                  timeout: float = 120.0) -> float:
+    """Monotonic time at which the partitions' high watermarks (ListOffsets latest, which a
+    client sees) add up to `count`: every record is on every ISR replica. None-safe: gives up
+    after `timeout` and returns NaN."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "rbench-hw", **QUIET})
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            total = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                        for p in range(partitions))
+            if total >= count:
+                return time.monotonic()
+            time.sleep(0.01)
+        return float("nan")
+    finally:
+        c.close()
+
+
 def throughput(cluster: SamsaCluster, admin: AdminClient, link: Link, pool: ClientPool,
-               s: Setup, partitions: int, count: int, tag: str) -> tuple[float, float]:
-    """(records/s, broker CPU s per GB produced)."""
+               s: Setup, partitions: int, count: int, tag: str) -> tuple[float, float, float]:
+    """(records/s acknowledged, records/s on every replica, broker CPU s per GB produced)."""
     topic = f"rbench-tp-rf{s.rf}-acks{s.acks}-{tag}"
     make_topic(admin, link, topic, partitions, s.rf)
     shares = [count // pool.size + (1 if i < count % pool.size else 0) for i in range(pool.size)]
@@ -108,12 +130,15 @@ def throughput(cluster: SamsaCluster, admin: AdminClient, link: Link, pool: Clie
              for i, n in enumerate(shares)]
     cpu0 = broker_cpu(cluster)
     seconds, outs = pool.run(tasks)
-    cpu = broker_cpu(cluster) - cpu0
-    delete_topic(admin, topic)
+    done = time.monotonic()
     failed = [o.error for o in outs if o.error is not None]
     if failed:
+        delete_topic(admin, topic)
         raise RuntimeError(failed[0])
-    return count / seconds, cpu / (count * SIZE / 1e9)
+    everywhere = seconds + replicated_by(cluster.bootstrap, topic, partitions, count) - done
+    cpu = broker_cpu(cluster) - cpu0
+    delete_topic(admin, topic)
+    return count / seconds, count / everywhere, cpu / (count * SIZE / 1e9)
 
 
 def latency(cluster: SamsaCluster, admin: AdminClient, link: Link, s: Setup, partitions: int,
@@ -155,15 +180,22 @@ def report(res: dict[str, Results], args: argparse.Namespace, command: str,
               f"## Produce throughput ({args.count:,} × 1 KiB records per run, {args.partitions} "
               f"partitions, {args.clients} confluent-kafka processes, linger.ms=5, no "
               "compression)", "",
-              "| configuration | records/s | MB/s | vs RF=1 acks=1 (runs) | broker CPU s / GB "
-              "produced |", "|---|---:|---:|---:|---:|"]
+              "| configuration | records/s acknowledged | MB/s | vs RF=1 acks=1 (runs) | "
+              "records/s up to the high watermark | broker CPU s / GB produced |",
+              "|---|---:|---:|---:|---:|---:|"]
     for s in SETUPS:
         r = res[s.label]
         m = med(r.rates)
         runs = " / ".join(f"{x / y:.2f}" for x, y in zip(r.rates, base.rates, strict=False))
         lines.append(f"| {s.label} | {fmt(m)} | {fmt(m and m * SIZE / 1e6, 1)} | "
-                     f"{rat(m, med(base.rates))} ({runs}) | {fmt(med(r.cpu_per_gb), 1)} |")
-    lines += ["", f"## End-to-end latency (2,000 msg/s of 1 KiB for {args.lat_seconds:.0f} s, "
+                     f"{rat(m, med(base.rates))} ({runs}) | {fmt(med(r.replicated))} | "
+                     f"{fmt(med(r.cpu_per_gb), 1)} |")
+    lines += ["", "Records/s acknowledged: from the start signal to the last producer's flush(). "
+              "Up to the high watermark: until the partitions' high watermarks (ListOffsets) add "
+              "up to the count, i.e. every record is on every in-sync replica (with acks=1 the "
+              "followers may still be catching up when the producers finish). Broker CPU: the "
+              "three brokers' utime+stime over that whole span.",
+              "", f"## End-to-end latency (2,000 msg/s of 1 KiB for {args.lat_seconds:.0f} s, "
               f"{args.partitions} partitions; produce → consume, and produce → delivery report)",
               "", "| configuration | e2e p50 ms | e2e p99 ms | p99 vs RF=1 acks=1 | ack p50 ms | "
               "ack p99 ms |", "|---|---:|---:|---:|---:|---:|"]
@@ -202,14 +234,17 @@ def main() -> None:
             link = Link(cluster.brokers[0].bootstrap, timeout=5.0)
             warm = Setup("warm-up", 3, "all")
             throughput(cluster, admin, link, pool, warm, args.partitions, args.count // 4, "w")
+            throughput(cluster, admin, link, pool, SETUPS[0], args.partitions, args.count // 4,
+                       "w")
             for r in range(args.repeats):
                 order = SETUPS[r % len(SETUPS):] + SETUPS[:r % len(SETUPS)]
                 for s in order:
                     out = res[s.label]
                     try:
-                        rate, cpu = throughput(cluster, admin, link, pool, s, args.partitions,
-                                               args.count, str(r))
+                        rate, everywhere, cpu = throughput(cluster, admin, link, pool, s,
+                                                           args.partitions, args.count, str(r))
                         out.rates.append(rate)
+                        out.replicated.append(everywhere)
                         out.cpu_per_gb.append(cpu)
                         p50, p99, a50, a99 = latency(cluster, admin, link, s, args.partitions,
                                                      args.lat_seconds, str(r))
@@ -218,7 +253,8 @@ def main() -> None:
                         out.ack_p50.append(a50)
                         out.ack_p99.append(a99)
                         log(f"{s.label} run {r}: {rate:,.0f} records/s "
-                            f"({rate * SIZE / 1e6:.1f} MB/s), CPU {cpu:.1f} s/GB; e2e p50 "
+                            f"({rate * SIZE / 1e6:.1f} MB/s), replicated {everywhere:,.0f}/s, "
+                            f"CPU {cpu:.1f} s/GB; e2e p50 "
                             f"{p50:.1f} ms p99 {p99:.1f} ms; ack p50 {a50:.1f} p99 {a99:.1f}")
                     except Exception as e:  # noqa: BLE001 - recorded in the report
                         out.errors.append(f"run {r}: {type(e).__name__}: {e}"[:200])
