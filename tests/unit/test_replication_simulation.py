@@ -7,7 +7,7 @@ brokers, one way), kill -9 restarts and SIGSTOP pauses, with clients producing a
 (min.insync.replicas=2) and acks=1; safety is checked after every step, liveness (identical logs,
 the ISR back to every replica) after the faults heal.
 
-- `SAMSA_REPL_SCHEDULES=N` runs N schedules per cluster size (default 1200 for 3 brokers, 300 for 4).
+- `SAMSA_REPL_SCHEDULES=N` runs N schedules per cluster size (default 2000 for 3 brokers, 500 for 4).
 - `SAMSA_REPL_SEED=S` (or `SAMSA_REPL_SEED=4:S`) replays exactly one schedule; a failure prints it.
 
 `Wiring()` is the broker's wiring as it is today; the simulator found four defects in it (see
@@ -33,7 +33,7 @@ from samsa.cluster.replication.sim import (
     run_schedule,
 )
 
-DEFAULT_SCHEDULES = {3: 1200, 4: 300}
+DEFAULT_SCHEDULES = {3: 2000, 4: 500}
 
 
 def _seeds(n: int) -> list[int]:
@@ -131,6 +131,18 @@ def test_found_high_watermark_of_a_log_that_never_wrote_one() -> None:
         run_schedule(seed, 3, wiring=Wiring.fixed())
         with pytest.raises(Violation, match="below its high watermark"):
             run_schedule(seed, 3, wiring=Wiring.fixed(), cfg=Config(hw_restore="none-backed"))
+
+
+def test_unclean_election_loses_committed_entries() -> None:
+    """unclean.leader.election.enable: a replica outside the ISR may lead, and the checker sees
+    what Kafka documents: committed (even acknowledged) entries are lost."""
+    unclean = Config(unclean_leader_election=True)
+    for seed in (0, 3):
+        run_schedule(seed, 3, wiring=Wiring.fixed())
+        s = Simulation(seed, 3, wiring=Wiring.fixed(), cfg=unclean)
+        with pytest.raises(Violation, match="without committed offset"):
+            s.run()
+        assert s.controller.unclean_elections > 0
 
 
 # ---- the checker catches bugs: deliberately broken variants of the core -----------------------

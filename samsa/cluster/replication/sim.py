@@ -30,11 +30,11 @@ import bisect
 import functools
 import heapq
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from samsa.cluster.replication import leader as leader_mod
 from samsa.cluster.replication import truncation
 from samsa.cluster.replication.leader import IsrChange, LeaderState
 from samsa.protocol.errors import Err
@@ -215,9 +215,11 @@ class Controller:
     """The authoritative partition state and broker registrations (the Raft quorum itself is
     proven by its own simulator: here it is one reliable node)."""
 
-    def __init__(self, replicas: tuple[int, ...], session_ms: int) -> None:
+    def __init__(self, replicas: tuple[int, ...], session_ms: int, unclean: bool = False) -> None:
         self.replicas = replicas
         self.session_ms = session_ms
+        self.unclean = unclean  # unclean.leader.election.enable
+        self.unclean_elections = 0
         self.leader = replicas[0]
         self.leader_epoch = 0
         self.isr = replicas
@@ -251,6 +253,15 @@ class Controller:
                     self.leader_epoch += 1
                     self.elections += 1
                 return
+        if self.unclean:
+            # Kafka's unclean election: any live replica, which becomes the whole ISR
+            for r in self.replicas:
+                if r not in self.fenced:
+                    self.leader, self.isr = r, (r,)
+                    self.leader_epoch += 1
+                    self.elections += 1
+                    self.unclean_elections += 1
+                    return
         if self.leader != -1:
             self.leader = -1
             self.leader_epoch += 1
@@ -314,7 +325,8 @@ class Leadership:
     log: SimLog
     state: LeaderState
     min_isr: int
-    waiters: list[tuple[int, int, int]] = field(default_factory=list)  # (end, value, deadline)
+    # (end, value, deadline), in append order: both end and deadline increase
+    waiters: deque[tuple[int, int, int]] = field(default_factory=deque)
 
 
 @dataclass(slots=True)
@@ -357,6 +369,7 @@ class Config:
     # = the storage contract's None-backed high watermark: a log whose high watermark was never
     # written (or was following its log end) comes back with high watermark = log end
     hw_restore: str = "kafka"
+    unclean_leader_election: bool = False
 
 
 class SimBroker:
@@ -481,17 +494,15 @@ class SimBroker:
             self.sim.log(f"b{self.node_id} hw -> {hw} (leo {lg.end_offset}, isr "
                          f"{lead.state.isr} maximal {lead.state.maximal_isr()})")
         hw = lg.high_watermark
-        if lead.waiters:
-            keep = []
-            short = len(lead.state.isr) < lead.min_isr
-            for end, value, deadline in lead.waiters:
-                if hw >= end:
-                    if not short:
-                        self.sim.log(f"b{self.node_id} acks value {value} at {end - 1}")
-                        self.sim.checker.acked(self, value, end - 1)
-                elif deadline > self.sim.now:
-                    keep.append((end, value, deadline))
-            lead.waiters = keep
+        waiters = lead.waiters
+        now = self.sim.now
+        while waiters and (waiters[0][0] <= hw or waiters[0][2] <= now):
+            end, value, deadline = waiters.popleft()
+            if deadline <= now:
+                continue  # REQUEST_TIMED_OUT
+            if len(lead.state.isr) >= lead.min_isr:  # else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                self.sim.log(f"b{self.node_id} acks value {value} at {end - 1}")
+                self.sim.checker.acked(self, value, end - 1)
         return hw
 
     def _eligible(self) -> set[int]:
@@ -584,7 +595,7 @@ class SimBroker:
             self.sim.send(self.node_id, src, FetchAnswer(req.fid, code))
             return
         assert lead is not None
-        div = self.sim.wiring.divergence(functools.partial(truncation.end_offset_for, lg),
+        div = self.sim.wiring.divergence(_end_offset_for(lg),
                                          req.last_fetched_epoch, req.fetch_offset)
         if div is not None:
             self.sim.send(self.node_id, src, FetchAnswer(req.fid, 0, lg.high_watermark,
@@ -640,7 +651,7 @@ class SimBroker:
             div = ans.diverging
             if div is not None and div[0] >= 0 and div[1] >= 0:
                 target = self.sim.wiring.truncation_offset(
-                    functools.partial(truncation.end_offset_for, lg), div[0], div[1],
+                    _end_offset_for(lg), div[0], div[1],
                     lg.end_offset)
                 self.truncate(target)
                 self._delay(f, 0)
@@ -665,6 +676,12 @@ class SimBroker:
             self.log.truncate_to(offset)
         elif self.sim.wiring.trim_epochs_at_log_end:
             self.log.epochs.truncate_from_end(self.log.end_offset)
+
+
+def _end_offset_for(lg: SimLog) -> truncation.EndOffsetFor:
+    """truncation.end_offset_for over a simulated log (it reads `epochs` and `end_offset`)."""
+    log: Any = lg
+    return functools.partial(truncation.end_offset_for, log)
 
 
 def _freeze_hw(lg: SimLog) -> None:
@@ -873,7 +890,8 @@ class Simulation:
             acks_all=r.choice((1.0, 0.7)),
         )
         self.ids = tuple(range(1, n + 1))
-        self.controller = Controller(self.ids, self.cfg.session_ms)
+        self.controller = Controller(self.ids, self.cfg.session_ms,
+                                     self.cfg.unclean_leader_election)
         self.brokers = {i: SimBroker(self, i) for i in self.ids}
         self.checker = Checker(self)
         self.now = 0
@@ -1043,7 +1061,8 @@ class Simulation:
             return
         self._epoch_seq += 1
         b.restart(self._epoch_seq)
-        self.log(f"b{b.node_id} restarts (broker epoch {b.broker_epoch}, hw {b.log.high_watermark}, leo {b.log.end_offset})")
+        self.log(f"b{b.node_id} restarts (broker epoch {b.broker_epoch}, hw "
+                 f"{b.log.high_watermark}, leo {b.log.end_offset})")
         self._timers(b)
         self.checker.after_step(b)
 
@@ -1153,5 +1172,5 @@ def run_schedule(seed: int, n: int = 3, **kw: Any) -> Result:
 
 
 __all__ = ["Checker", "Config", "Controller", "EpochCache", "Result",
-           "SimBroker", "SimLog", "Simulation", "Violation", "Wiring", "leader_mod",
+           "SimBroker", "SimLog", "Simulation", "Violation", "Wiring",
            "run_schedule"]
