@@ -464,8 +464,10 @@ def verify(client: WireClient, targets: Sequence[tuple[R.TopicPartition, list[in
 def cancel(client: WireClient, targets: Sequence[tuple[R.TopicPartition, list[int]]],
            preserve: bool) -> int:
     tps = [tp for tp, _ in targets]
+    # a partition moving replicas in or out (Kafka's tool; its Java port lost the negation on
+    # adding replicas until apache/kafka#20003)
     active = [tp for tp, (_, adding, removing) in list_reassignments(client, tps).items()
-              if not adding or removing]
+              if adding or removing]
     if active:
         errors = alter_reassignments(client, {tp: None for tp in active})
         if errors:
