@@ -360,6 +360,12 @@ def test_reassignment_in_progress_list_describe_cancel(cluster: SamsaCluster,
                              "--verify", "--reassignment-json-file", f)
         assert out.splitlines() == ["Status of partition reassignment:",
                                     "Reassignment of partition held-0 is still in progress."]
+        code, out, err = run("partitions", "reassign", "--bootstrap-server", bs(cluster),
+                             "--verify", "--reassignment-json-file", f, "--wait",
+                             "--wait-timeout", "1")
+        assert code == 1 and "Reassignment of partition held-0 is still in progress." in out
+        assert "the reassignment is not done after 1 s (0 of 1 partitions)" in err
+        assert "0/1 partitions reassigned" in err
         code, out, err = run("topics", "describe", "held", "--bootstrap-server", bs(cluster))
         assert code == 0, err
         assert f"\tAdding Replicas: {x}\tRemoving Replicas: \t" in out
