@@ -388,6 +388,24 @@ def test_reassignment_in_progress_list_describe_cancel(cluster: SamsaCluster,
         cluster.wait_brokers(3)
 
 
+def test_throttle_lists_and_plan_format() -> None:
+    """Kafka's rules without a cluster: an ongoing reassignment's sources (its replicas less the
+    ones being added) stay the sources when it is reassigned again; lists are sorted as text
+    (Kafka's TreeSet of strings); plans are sorted by topic, then partition number."""
+    from samsa.cli import _reassign as R
+
+    moves = R.move_map({("t", 0): ([3, 1, 2], [3])}, {("t", 0): [4, 1], ("t", 10): [1, 2]},
+                       {("t", 0): [3, 1, 2], ("t", 10): [2, 3]})
+    assert R.leader_throttles(moves) == {"t": "0:1,0:2,10:2,10:3"}
+    assert R.follower_throttles(moves) == {"t": "0:4,10:1"}
+    assert R.reassigning_brokers(moves) == [1, 2, 3, 4]
+    assert json.loads(R.format_plan({("t", 10): [1], ("t", 2): [2], ("a", 5): [3]}))[
+        "partitions"] == [
+        {"topic": "a", "partition": 5, "replicas": [3], "log_dirs": ["any"]},
+        {"topic": "t", "partition": 2, "replicas": [2], "log_dirs": ["any"]},
+        {"topic": "t", "partition": 10, "replicas": [1], "log_dirs": ["any"]}]
+
+
 # ---- throttle configs ----------------------------------------------------------------------------
 def test_throttle_configs_are_validated(cluster: SamsaCluster) -> None:
     code, _, err = run("topics", "alter", T3, "--bootstrap-server", bs(cluster), "--config",
