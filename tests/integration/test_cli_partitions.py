@@ -1,11 +1,8 @@
 """`samsa partitions reassign|elect-leaders`, `samsa log-dirs describe` and the report filters of
 `samsa topics describe`, run against a real 3-node cluster (one per module): Kafka's JSON formats,
 messages and exit codes; the throttle configs --execute sets and --verify clears; the broker's
-DescribeTopicPartitions and DescribeLogDirs answers for RF=3 topics.
-
-Tests marked `needs_controller*` / `needs_replication` exercise pieces built in parallel (the
-controller side of reassignments, follower replicas); they are strict xfails until those land:
-remove the marker when one starts to pass."""
+DescribeTopicPartitions and DescribeLogDirs answers for RF=3 topics; a reassignment carried out
+by the controller and replication, one held in progress by a frozen broker and cancelled."""
 
 from __future__ import annotations
 
@@ -26,15 +23,6 @@ from samsa.testing import SamsaCluster
 from tests.wire import Wire
 
 pytestmark = pytest.mark.timeout(180)
-
-needs_controller = pytest.mark.xfail(
-    strict=True, reason="AlterPartitionReassignments is answered by a stub until the controller "
-                        "helper's reassignment lands")
-needs_controller_and_replication = pytest.mark.xfail(
-    strict=True, reason="a reassignment completes only with the controller helper's reassignment "
-                        "and replication (the new replica must catch up and join the ISR)")
-needs_replication = pytest.mark.xfail(
-    strict=True, reason="only leaders hold partition logs until replication lands")
 
 T3 = "rf3"  # 3 partitions, RF 3
 T2 = "rf2"  # 2 partitions, RF 2
@@ -312,7 +300,6 @@ def test_list_and_cancel_with_nothing_active(cluster: SamsaCluster, tmp_path: Pa
                                 "None of the specified partition moves are active."]
 
 
-@needs_controller_and_replication
 def test_reassignment_moves_replicas(cluster: SamsaCluster, tmp_path: Path) -> None:
     """mover-0 moves from [1, 2] to [3, 1]: --verify --wait sees it complete, the metadata shows
     the new replica set; whatever happens, the reassignment is cancelled afterwards."""
@@ -323,7 +310,7 @@ def test_reassignment_moves_replicas(cluster: SamsaCluster, tmp_path: Path) -> N
         assert code == 0, err
         code, out, err = run("partitions", "reassign", "--bootstrap-server", bs(cluster),
                              "--verify", "--reassignment-json-file", f, "--wait",
-                             "--wait-timeout", "15")
+                             "--wait-timeout", "60")
         assert code == 0, (out, err)
         assert "Reassignment of partition mover-0 is completed." in out
         assert metadata(cluster, ["mover"])["mover"][0]["replicas"] == [3, 1]
@@ -332,7 +319,6 @@ def test_reassignment_moves_replicas(cluster: SamsaCluster, tmp_path: Path) -> N
             "--reassignment-json-file", f)
 
 
-@needs_controller
 def test_reassignment_in_progress_list_describe_cancel(cluster: SamsaCluster,
                                                        tmp_path: Path) -> None:
     """A reassignment adding a replica on a frozen broker cannot finish: --list shows it adding,
@@ -451,6 +437,27 @@ def test_elect_leaders(cluster: SamsaCluster, tmp_path: Path) -> None:
     assert "1 replica(s) could not be elected" in err
 
 
+def test_preferred_election_moves_leadership_back(cluster: SamsaCluster) -> None:
+    """pref-0 on [3, 1]: broker 3 dies, 1 takes over; once 3 is back in the ISR, a PREFERRED
+    election hands leadership back to it."""
+    admin = AdminClient({"bootstrap.servers": bs(cluster)})
+    admin.create_topics([NewTopic("pref", 1, replica_assignment=[[3, 1]])])["pref"].result(30)
+    part = lambda: metadata(cluster, ["pref"])["pref"][0]  # noqa: E731
+    wait_for(lambda: part()["leader"] == 3 and sorted(part()["isr"]) == [1, 3],
+             "pref-0 led by 3 with 1 in sync")
+    cluster.node(3).kill()
+    wait_for(lambda: part()["leader"] == 1, "pref-0 failed over to 1", timeout=30)
+    cluster.node(3).start()
+    cluster.wait_brokers(3)
+    wait_for(lambda: 3 in part()["isr"], "broker 3 back in pref-0's ISR", timeout=30)
+    assert part()["leader"] == 1
+    code, out, err = run("partitions", "elect-leaders", "--bootstrap-server", bs(cluster),
+                         "--election-type", "PREFERRED", "--topic", "pref", "--partition", "0")
+    assert (code, out) == (0, "Successfully completed leader election (PREFERRED) for "
+                              "partitions pref-0\n"), err
+    assert part()["leader"] == 3
+
+
 @pytest.mark.parametrize(("argv", "content", "code", "message"), [
     ([], None, 2, "One and only one of the following options is required: topic, "
                   "all-topic-partitions, path-to-json-file"),
@@ -552,7 +559,6 @@ def test_log_dirs_describe(cluster: SamsaCluster) -> None:
             "brokers: 1,2,3") in err
 
 
-@needs_replication
 def test_log_dirs_followers_hold_replicas(cluster: SamsaCluster) -> None:
     """Each broker reports every replica it is assigned, followers included."""
     md = metadata(cluster, [T3])[T3]
@@ -562,7 +568,7 @@ def test_log_dirs_followers_hold_replicas(cluster: SamsaCluster) -> None:
                             "--topic-list", T3)[1])
         return all(f"{T3}-{p}" in got.get(b, {}) for p, i in md.items() for b in i["replicas"])
 
-    wait_for(complete, "follower replicas in DescribeLogDirs", timeout=5)
+    wait_for(complete, "follower replicas in DescribeLogDirs", timeout=20)
 
 
 # ---- topics describe report filters (last: stops broker 2) ---------------------------------------
