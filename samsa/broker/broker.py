@@ -57,6 +57,7 @@ class Broker:
         first = self.broker_listeners[0] if self.broker_listeners else ctrl
         self.bind_host, self.bind_port = (first.host, first.port) if first else ("127.0.0.1", 0)
         self.logs = LogManager(config.log_dirs, CleanerConfig.from_broker(config.get))
+        self.logs.hw_checkpoint_ms = config.get_int("replica.high.watermark.checkpoint.interval.ms")
         self.controller = ControllerClient(self)
         self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}")
         self.lifecycle = BrokerLifecycle(self)
