@@ -246,6 +246,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Where consumers with a rack read (KIP-392): unset reads leaders only; "
               "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer to a "
               "replica in its client.rack."),
+    ConfigDef("auto.leader.rebalance.enable", "boolean", "true",
+              "The controller moves leadership back to preferred replicas when a broker's "
+              "imbalance exceeds leader.imbalance.per.broker.percentage."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", "300",
+              "How often the controller checks the leader imbalance.", at_least=1),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", "10",
+              "Share of a broker's preferred partitions led elsewhere that triggers a "
+              "rebalance.", at_least=0),
     # -- end KRaft --
     ConfigDef("process.roles", "list", "broker,controller", "Roles of this node.",
               valid=("broker", "controller")),

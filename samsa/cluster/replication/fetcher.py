@@ -35,6 +35,7 @@ FETCH, LIST_OFFSETS = 1, 2
 FETCH_VERSION = 15  # ReplicaState (replica id + broker epoch), topic ids, DivergingEpoch
 LIST_OFFSETS_VERSION = 4
 EARLIEST, LATEST = -2, -1
+THROTTLE_PAUSE_S = 0.1
 TP = tuple[str, int]
 
 
@@ -102,6 +103,13 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
+            quota = self.manager.follower_quota
+            held = [f for f in ready if self.manager.follower_throttled(f)]
+            if held and quota.exceeded():  # KIP-73: throttled replicas wait for the quota
+                self._delay(held, THROTTLE_PAUSE_S)
+                ready = [f for f in ready if f not in held]
+                if not ready:
+                    continue
             channel = self._channel_to_leader()
             if channel is None:
                 self._delay(ready, cfg.backoff_s)
@@ -188,6 +196,8 @@ class ReplicaFetcher:
                 return
             records = p.records
             if records:
+                if self.manager.follower_throttled(f):
+                    self.manager.follower_quota.record(len(records))
                 try:
                     lg.append_as_follower(records)
                 except Exception as e:
