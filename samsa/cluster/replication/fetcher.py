@@ -36,6 +36,7 @@ FETCH_VERSION = 15  # ReplicaState (replica id + broker epoch), topic ids, Diver
 LIST_OFFSETS_VERSION = 4
 EARLIEST, LATEST = -2, -1
 THROTTLE_PAUSE_S = 0.1
+METADATA_WAIT_S = 0.05  # a leader behind on the metadata that made it leader catches up quickly
 TP = tuple[str, int]
 
 
@@ -210,9 +211,11 @@ class ReplicaFetcher:
                 await lg.flush()
         elif code == Err.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(channel, f, offset)
+        elif code in (Err.NOT_LEADER_OR_FOLLOWER, Err.UNKNOWN_LEADER_EPOCH):
+            # the leader has not applied the election yet (or we are behind): it will soon
+            self._delay([f], min(self.manager.cfg.backoff_s, METADATA_WAIT_S))
         else:
-            if code not in (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH,
-                            Err.UNKNOWN_LEADER_EPOCH):
+            if code != Err.FENCED_LEADER_EPOCH:
                 log.info("%s-%d: fetch from leader %d answered %s", f.topic, f.partition,
                          self.leader, Err.name_of(code))
             self._delay([f], self.manager.cfg.backoff_s)
