@@ -145,6 +145,19 @@ def test_unclean_election_loses_committed_entries() -> None:
         assert s.controller.unclean_elections > 0
 
 
+def test_power_loss_of_the_last_isr_member_loses_committed_entries() -> None:
+    """With every crash a power loss (the unflushed tail gone), a replica that lost committed
+    entries and is (or becomes) the last ISR member leads without them: the risk Kafka documents
+    (replication, not fsync, makes data durable; KIP-966). The same schedules lose nothing when
+    crashes keep the page cache."""
+    for seed in (0, 10):
+        run_schedule(seed, 3, wiring=Wiring.fixed())
+        s = Simulation(seed, 3, wiring=Wiring.fixed(), cfg=Config(power_loss=1.0))
+        with pytest.raises(Violation, match="without committed offset"):
+            s.run()
+        assert any(sole for _, sole in s.checker.committed_lost_on)
+
+
 # ---- the checker catches bugs: deliberately broken variants of the core -----------------------
 
 def _hw_over_max(self: LeaderState, leader_leo: int) -> int | None:

@@ -4,8 +4,10 @@ epochs): one seed, one schedule, replayable exactly.
 It runs one partition over 3 or 4 brokers and a controller, through a network that loses, delays
 and reorders messages and can be cut (broker from controller, broker from broker, one way or
 both), with brokers that crash (`kill -9`: the log survives in the page cache, the in-memory
-state does not, the high watermark comes back from its last checkpoint) or pause (SIGSTOP: no
-steps, messages wait), and clients producing with acks=all (min.insync.replicas=2) and acks=1.
+state does not, the high watermark comes back from its last checkpoint; optionally a power loss
+that also takes the log's unflushed tail) or pause (SIGSTOP: no steps, messages wait), and
+clients producing with acks=all (min.insync.replicas=2) and acks=1. Optionally the controller
+elects unclean leaders.
 
 The real pure pieces decide: `LeaderState` (follower positions, caught-up clock, the high
 watermark over the maximal ISR, ISR expansion and shrink) and `divergence`/`truncation_offset`
@@ -97,6 +99,7 @@ class SimLog:
     hw: int | None = None  # None-backed: equals the log end until first set
     leader_epoch: int = -1
     log_start_offset: int = 0
+    flushed: int = 0  # entries below are on disk; a power loss keeps only those
 
     @property
     def end_offset(self) -> int:
@@ -136,6 +139,15 @@ class SimLog:
         self.epochs.truncate_from_end(offset)
         if self.hw is not None and self.hw > offset:
             self.hw = offset
+        self.flushed = min(self.flushed, offset)
+
+    def power_loss(self) -> int:
+        """The unflushed tail is gone (the epoch cache file is written synchronously; the load
+        trims it to the log end). Returns how many entries were lost."""
+        lost = len(self.entries) - self.flushed
+        del self.entries[self.flushed:]
+        self.epochs.truncate_from_end(self.flushed)
+        return lost
 
 
 # ---- messages --------------------------------------------------------------------------------
@@ -370,6 +382,10 @@ class Config:
     # written (or was following its log end) comes back with high watermark = log end
     hw_restore: str = "kafka"
     unclean_leader_election: bool = False
+    # the share of crashes that are power losses (the log's unflushed tail is lost, not only the
+    # process), and how often a log is flushed (Kafka's default is never: the OS writes back)
+    power_loss: float = 0.0
+    flush_ms: int = 200
 
 
 class SimBroker:
@@ -393,7 +409,11 @@ class SimBroker:
         self.alters: dict[int, Alter] = {}
 
     # ---- lifecycle --------------------------------------------------------------------------
-    def crash(self) -> None:
+    def crash(self, power_loss: bool = False) -> None:
+        if power_loss:
+            lost = self.log.power_loss()
+            self.sim.log(f"b{self.node_id} loses its unflushed tail ({lost} entries)")
+            self.sim.checker.power_lost(self, lost)
         self.alive = False
         self.lead = None
         self.following = None
@@ -764,6 +784,8 @@ class Checker:
         self.verified: dict[int, int] = {}
         self.last_hw: dict[int, tuple[int, int]] = {}  # broker -> (incarnation, hw)
         self.truncations = 0
+        # power losses that took committed entries: (broker, was it the controller's whole ISR)
+        self.committed_lost_on: list[tuple[int, bool]] = []
 
     def fail(self, what: str) -> None:
         raise Violation(f"seed {self.sim.seed}: at {self.sim.now} ms: {what} "
@@ -794,6 +816,16 @@ class Checker:
         if v < hw:
             self.fail(f"broker {nid}: offset {v} below its high watermark {hw} is "
                       f"{entries[v]}, committed is {committed[v]}")
+
+    def power_lost(self, b: SimBroker, lost: int) -> None:
+        """A power loss may take committed entries from one replica (Kafka relies on the other
+        replicas, not on fsync); they must come back from the leader, so the replica's verified
+        prefix restarts at what it kept, and the loss is remembered for the report."""
+        kept = b.log.end_offset
+        if self.verified.get(b.node_id, 0) > kept:
+            self.verified[b.node_id] = kept
+            self.committed_lost_on.append((b.node_id, self.sim.controller.isr == (b.node_id,)))
+        self.last_hw.pop(b.node_id, None)
 
     def truncating(self, b: SimBroker, offset: int) -> None:
         self.truncations += 1
@@ -1017,11 +1049,17 @@ class Simulation:
         if self._runs(b, inc, self._checkpoint, 100):
             b.checkpoint_hw()
 
+    def _flush(self, b: SimBroker, inc: int) -> None:
+        if self._runs(b, inc, self._flush, self.cfg.flush_ms):
+            b.log.flushed = b.log.end_offset
+
     def _timers(self, b: SimBroker) -> None:
         inc = b.incarnation
-        for fn, period in ((self._heartbeat, self.cfg.heartbeat_ms),
-                           (self._metadata, self.cfg.metadata_ms),
-                           (self._isr, self.cfg.lag_max_ms // 2), (self._checkpoint, 100)):
+        timers = [(self._heartbeat, self.cfg.heartbeat_ms), (self._metadata, self.cfg.metadata_ms),
+                  (self._isr, self.cfg.lag_max_ms // 2), (self._checkpoint, 100)]
+        if self.cfg.power_loss > 0:
+            timers.append((self._flush, self.cfg.flush_ms))
+        for fn, period in timers:
             self.at(self.now + self.rng.randint(0, period), fn, b, inc)
 
     def _controller_tick(self) -> None:
@@ -1050,7 +1088,7 @@ class Simulation:
         up = [b for b in self.brokers.values() if b.alive]
         if len(up) > 1:
             b = self.rng.choice(up)
-            b.crash()
+            b.crash(self.cfg.power_loss > 0 and self.rng.random() < self.cfg.power_loss)
             self.log(f"b{b.node_id} crashes")
             self.crashes += 1
             self.at(self.now + self.rng.randint(50, 800), self._restart, b)
