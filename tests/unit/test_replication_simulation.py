@@ -9,6 +9,8 @@ the ISR back to every replica) after the faults heal.
 
 - `SAMSA_REPL_SCHEDULES=N` runs N schedules per cluster size (default 2000 for 3 brokers, 500 for 4).
 - `SAMSA_REPL_SEED=S` (or `SAMSA_REPL_SEED=4:S`) replays exactly one schedule; a failure prints it.
+  With `SAMSA_REPL_TRACE=1` a failing replay prints its event trace; `SAMSA_REPL_WIRING=today`
+  replays with today's wiring (`Wiring()`) instead of the fixed one.
 
 `Wiring()` is the broker's wiring as it is today; the simulator found four defects in it (see
 FOUND below) and one in the storage contract; the schedules run with `Wiring.fixed()`, which has
@@ -50,8 +52,18 @@ def test_safety_and_liveness_over_seeded_schedules(n: int) -> None:
     seeds = _seeds(n)
     steps = acked = elections = truncations = crashes = isr_changes = 0
     worst = 0
+    today = os.environ.get("SAMSA_REPL_WIRING") == "today"
     for seed in seeds:
-        r = run_schedule(seed, n, wiring=Wiring.fixed())  # raises Violation naming the seed
+        s = Simulation(seed, n, wiring=Wiring() if today else Wiring.fixed())
+        if os.environ.get("SAMSA_REPL_TRACE"):
+            s.trace = []
+            s.controller.trace = s.log
+        try:
+            r = s.run()  # raises Violation naming the seed
+        except Violation:
+            if s.trace is not None:
+                print("\n".join(s.trace))
+            raise
         steps += r.steps
         acked += r.acked
         elections += r.elections
