@@ -7,7 +7,8 @@ brokers, one way), kill -9 restarts and SIGSTOP pauses, with clients producing a
 (min.insync.replicas=2) and acks=1; safety is checked after every step, liveness (identical logs,
 the ISR back to every replica) after the faults heal.
 
-- `SAMSA_REPL_SCHEDULES=N` runs N schedules per cluster size (default 2000 for 3 brokers, 500 for 4).
+- `SAMSA_REPL_SCHEDULES=N` runs N schedules per cluster size (default 2000 for 3 brokers, 500 for 4;
+  a soak beyond a few thousand needs `-p no:timeout`).
 - `SAMSA_REPL_SEED=S` (or `SAMSA_REPL_SEED=4:S`) replays exactly one schedule; a failure prints it.
   With `SAMSA_REPL_TRACE=1` a failing replay prints its event trace; `SAMSA_REPL_WIRING=today`
   replays with today's wiring (`Wiring()`) instead of the fixed one.
