@@ -736,3 +736,18 @@ def test_a_gap_wider_than_32_bit_relative_offsets_starts_a_segment(tmp_path: Pat
     follower.close()
     again = open_log(tmp_path, "follower", clean=False)
     assert again.end_offset == farther + 1 and [o for o, _ in served(again)] == [farther]
+
+
+def test_a_trailing_high_watermark_survives_a_crash_before_its_checkpoint(tmp_path: Path) -> None:
+    """The moment the high watermark stops following the log end it is written: a kill -9 before
+    the periodic checkpoint must not reload it as the log end (the replication simulator's
+    seeds 16 and 23: uncommitted records exposed, then truncated)."""
+    lg = open_log(tmp_path)
+    for i in range(5):
+        lg.append(plain(i))
+    assert lg.high_watermark == lg.end_offset == 5
+    lg.set_high_watermark(3)  # a leader whose ISR grew: followers' positions move it now
+    # no close, no flush, no roll, no checkpoint: reopened as after a crash
+    again = open_log(tmp_path, clean=False)
+    assert again.end_offset == 5
+    assert again.high_watermark == 3

@@ -711,9 +711,10 @@ def _freeze_hw(lg: SimLog) -> None:
 # ---- the parts of the wiring a test may swap -------------------------------------------------
 
 class Wiring:
-    """How the broker uses the pure core. `Wiring()` mirrors manager.py/fetcher.py/fetch.py as
-    they are; each flag is a fix this simulator showed to be needed (see the test module for the
-    seeds), `Wiring.fixed()` has them all. Tests subclass it to plant bugs."""
+    """How the broker uses the pure core. `Wiring.fixed()` mirrors manager.py/fetcher.py/fetch.py
+    as they are; each flag is a fix this simulator showed to be needed (see the test module for
+    the seeds), and `Wiring()` (every flag off) is the wiring before those fixes, kept so the
+    regression tests show each defect again. Tests subclass it to plant bugs."""
 
     divergence = staticmethod(truncation.divergence)
     truncation_offset = staticmethod(truncation.truncation_offset)
@@ -751,10 +752,13 @@ class Wiring:
                        ans: AlterAnswer) -> None:
         if self.ignore_stale_answers and lead.state.pending is not change:
             return
+        if not self.ignore_stale_answers:
+            # the wiring before the fix: an answer cleared whatever change was pending
+            lead.state.pending = change
         if ans.error == Err.NONE:
-            lead.state.change_done(ans.isr, ans.partition_epoch)
+            lead.state.change_done(change, ans.isr, ans.partition_epoch)
         elif not self.keep_pending or ans.error == Err.INELIGIBLE_REPLICA:
-            lead.state.change_done(None, -1)
+            lead.state.change_done(change, None, -1)
         elif ans.error == Err.REQUEST_TIMED_OUT:
             broker._send_alter(lead, change)
 
