@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -67,6 +68,9 @@ class Broker:
             self._alter_partition, self._min_isr)
         self.replicas.rack_aware = (config.get("replica.selector.class") or "").endswith(
             "RackAwareReplicaSelector")
+        self.replicas.broker_setting = self._broker_setting
+        self.replicas.topic_setting = lambda topic, name: self.controller.topic_configs(
+            topic).get(name)
         self.groups: GroupCoordinator
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
@@ -164,6 +168,15 @@ class Broker:
         return await self.controller.alter_partition(  # type: ignore[attr-defined]
             topic_id, partition, leader_epoch, isr, 0, partition_epoch,
             timeout_s=self.config.get_int("replica.socket.timeout.ms") / 1000)
+
+    def _broker_setting(self, name: str) -> str | None:
+        """A broker setting as it applies to this node: its dynamic value, else the cluster-wide
+        dynamic default, else server.properties (Kafka's order)."""
+        image = self.node.image
+        value = image.node_configs.get(self.node_id, {}).get(name)
+        if value is None:
+            value = image.cluster_configs.get(name)
+        return value if value is not None else self.config.get(name)
 
     def _min_isr(self, topic: str) -> int:
         try:
@@ -360,6 +373,13 @@ class Broker:
         if self.is_broker and self._hosting:
             await self.lifecycle.controlled_shutdown(
                 min(5.0, self.config.get_int("broker.session.timeout.ms") / 1000))
+        # from here the image no longer changes local logs or roles (no fetcher may start
+        # after the replica manager stopped, nor write into logs being closed)
+        self._hosting = False
+        if self._reconcile_task is not None and not self._reconcile_task.done():
+            self._reconcile_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconcile_task
         await self.lifecycle.stop()
         await self.replicas.stop()
         if hasattr(self, "_producer_expiry"):

@@ -26,6 +26,7 @@ from samsa.protocol.errors import Err
 
 from .fetcher import Following, ReplicaFetcher
 from .leader import IsrChange, LeaderState
+from .throttle import UNLIMITED, ReplicationQuota, is_throttled, throttled_partitions
 
 if TYPE_CHECKING:
     from samsa.cluster.metadata.image import MetadataImage, PartitionState
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.replication")
 
 TP = tuple[str, int]
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+ALTER_RETRY_S = 0.1
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LeadershipCallback = Callable[[str, int, int, bool], None]
 
 
@@ -95,6 +100,13 @@ class ReplicaManager:
         self._alters: set[asyncio.Task[None]] = set()
         self._closed = False
         self.rack_aware = False  # replica.selector.class names RackAwareReplicaSelector
+        # replication throttles: dynamic broker settings and topic settings as the image has
+        # them (set by the broker)
+        self.broker_setting: Callable[[str], str | None] = lambda name: None
+        self.topic_setting: Callable[[str, str], str | None] = lambda topic, name: None
+        self.leader_quota = ReplicationQuota(lambda: self._rate(LEADER_RATE))
+        self.follower_quota = ReplicationQuota(lambda: self._rate(FOLLOWER_RATE))
+        self._throttles: dict[tuple[str, str], frozenset[int] | bool] = {}
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -127,6 +139,8 @@ class ReplicaManager:
     def apply(self, image: MetadataImage, logs: Callable[[str, int], PartitionLog | None]) -> None:
         """Make this broker's roles match the image: lead what it leads, follow the rest of its
         replicas, drop what it no longer holds."""
+        if self._closed:
+            return
         now = _now_ms()
         seen: set[TP] = set()
         for name, t in image.topics.items():
@@ -293,8 +307,40 @@ class ReplicaManager:
             return Err.NOT_LEADER_OR_FOLLOWER
         return Err.NOT_ENOUGH_REPLICAS if len(lead.state.isr) < lead.min_isr else Err.NONE
 
+    # ---- throttles ----------------------------------------------------------------------------
+    def _rate(self, name: str) -> int:
+        try:
+            return int(self.broker_setting(name) or UNLIMITED)
+        except ValueError:
+            return UNLIMITED
+
+    def _throttle_spec(self, topic: str, prop: str) -> frozenset[int] | bool:
+        key = (topic, prop)
+        spec = self._throttles.get(key)
+        if spec is None:
+            spec = self._throttles[key] = throttled_partitions(self.topic_setting(topic, prop),
+                                                               self.node_id)
+        return spec
+
+    def leader_throttled(self, lead: Leadership, replica: int) -> bool:
+        """Sending to this follower counts against leader.replication.throttled.rate (it is not
+        in the ISR and the topic lists this broker's replica of the partition)."""
+        return (replica not in lead.state.isr and self.leader_quota.enabled
+                and is_throttled(self._throttle_spec(lead.topic, LEADER_REPLICAS),
+                                 lead.partition))
+
+    def follower_throttled(self, f: Following) -> bool:
+        if not self.follower_quota.enabled:
+            return False
+        t = self._image().topics.get(f.topic)
+        st = t.partitions.get(f.partition) if t is not None else None
+        return ((st is None or self.node_id not in st.isr)
+                and is_throttled(self._throttle_spec(f.topic, FOLLOWER_REPLICAS), f.partition))
+
     def config_changed(self, topic: str) -> None:
-        """A topic's (or the brokers') configs changed: min.insync.replicas may have."""
+        """A topic's (or the brokers') configs changed: min.insync.replicas and the throttled
+        replica lists may have."""
+        self._throttles = {k: v for k, v in self._throttles.items() if k[0] != topic}
         value = self._min_isr(topic)
         for lead in self.leaders.values():
             if lead.topic == topic:
@@ -336,40 +382,58 @@ class ReplicaManager:
                     self._send_alter(lead, change)
 
     def _send_alter(self, lead: Leadership, change: IsrChange) -> None:
+        # while the change is pending the high watermark counts the maximal ISR, so a leader
+        # alone in its ISR stops moving it with its log end at once
+        self._hw_mode(lead)
         if self._closed:
-            lead.state.pending = None
             return
         task = asyncio.create_task(self._alter(lead, change))
         self._alters.add(task)
         task.add_done_callback(self._alters.discard)
 
     async def _alter(self, lead: Leadership, change: IsrChange) -> None:
+        """Send one ISR change until the controller answers it (Kafka's AlterPartitionManager):
+        accepted -> the new ISR; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED -> not attempted,
+        the pending change is dropped; FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and unknown
+        partitions -> the change stays pending until the image brings a newer partition epoch
+        (LeaderState.update drops it then); anything else (timeouts, no controller) -> sent
+        again. Dropping a change on a timeout would be unsafe: the controller may have applied
+        it while the answer was lost."""
         tp = (lead.topic, lead.partition)
-        t = self._image().topics.get(lead.topic)
-        if t is None:
-            lead.state.pending = None
-            return
-        log.info("%s-%d: asking the controller for ISR %s (was %s, partition epoch %d)",
-                 tp[0], tp[1], list(change.isr), list(lead.state.isr), change.partition_epoch)
-        try:
-            code, new = await self._alter_partition(
-                t.topic_id, lead.partition, change.leader_epoch, change.partition_epoch,
-                list(zip(change.isr, change.epochs, strict=True)))
-        except Exception as e:
-            log.warning("%s-%d: AlterPartition failed: %s", tp[0], tp[1], e)
-            code, new = Err.REQUEST_TIMED_OUT, None
-            await asyncio.sleep(self.cfg.backoff_s / 10)
-        if self.leaders.get(tp) is not lead:
-            return
-        if code == Err.NONE and new is not None:
-            lead.state.change_done(tuple(new.isr), new.partition_epoch)
-        else:
-            if code not in (Err.NONE, Err.REQUEST_TIMED_OUT):
+        while self.leaders.get(tp) is lead and lead.state.pending is change and not self._closed:
+            t = self._image().topics.get(lead.topic)
+            if t is None:
+                return
+            log.info("%s-%d: asking the controller for ISR %s (was %s, partition epoch %d)",
+                     tp[0], tp[1], list(change.isr), list(lead.state.isr),
+                     change.partition_epoch)
+            try:
+                code, new = await self._alter_partition(
+                    t.topic_id, lead.partition, change.leader_epoch, change.partition_epoch,
+                    list(zip(change.isr, change.epochs, strict=True)))
+            except Exception as e:
+                log.warning("%s-%d: AlterPartition failed: %s", tp[0], tp[1], e)
+                code, new = Err.REQUEST_TIMED_OUT, None
+            if self.leaders.get(tp) is not lead or lead.state.pending is not change:
+                return  # the image moved on meanwhile
+            if code == Err.NONE and new is not None:
+                lead.state.change_done(change, tuple(new.isr), new.partition_epoch)
+            elif code in (Err.INELIGIBLE_REPLICA, Err.OPERATION_NOT_ATTEMPTED):
                 log.info("%s-%d: AlterPartition to ISR %s answered %s", tp[0], tp[1],
                          list(change.isr), Err.name_of(code))
-            lead.state.change_done(None, -1)
-        self._hw_mode(lead)
-        self._advance(lead)
+                lead.state.change_done(change, None, -1)
+            elif code in (Err.FENCED_LEADER_EPOCH, Err.INVALID_UPDATE_VERSION,
+                          Err.UNKNOWN_TOPIC_OR_PARTITION, Err.UNKNOWN_TOPIC_ID,
+                          Err.NOT_LEADER_OR_FOLLOWER, Err.INVALID_REQUEST):
+                log.info("%s-%d: AlterPartition to ISR %s answered %s; waiting for the "
+                         "metadata", tp[0], tp[1], list(change.isr), Err.name_of(code))
+                return
+            else:
+                await asyncio.sleep(ALTER_RETRY_S)
+                continue
+            self._hw_mode(lead)
+            self._advance(lead)
+            return
 
     # ---- follower side ---------------------------------------------------------------------------
     def follower_fetched(self, f: Following, leader_hw: int, leader_log_start: int) -> None:
@@ -384,6 +448,10 @@ class ReplicaManager:
     def truncate(self, f: Following, offset: int, why: str) -> None:
         lg = f.log
         if offset >= lg.end_offset:
+            # nothing to cut, but an epoch this replica started without appending (it led
+            # briefly) must go, or it would diverge at its own log end forever (Kafka's
+            # UnifiedLog.truncateTo trims the epoch cache in this case too)
+            lg.epochs.truncate_from_end(offset)
             return
         log.info("%s-%d: truncating to %d (log end %d, high watermark %d): %s", f.topic,
                  f.partition, offset, lg.end_offset, lg.high_watermark, why)
