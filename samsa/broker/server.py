@@ -23,6 +23,7 @@ Every slice is released once written or dropped (closed connection, failed reque
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -74,7 +75,7 @@ def _release_result(fut: asyncio.Future[Response | None]) -> None:
 
 
 class RequestContext:
-    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn", "frame")
+    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn", "frame", "counted")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                  conn: KafkaConnection, frame: bytes = b"") -> None:
@@ -84,6 +85,16 @@ class RequestContext:
         self.client_id = client_id
         self.conn = conn
         self.frame = frame  # the request as received (header included): forwarding, Raft RPCs
+        self.counted = False  # counted in queued.max.requests until answered or parked
+
+    def park(self) -> None:
+        """The request now waits on other connections' requests (an acks=all produce waiting
+        for followers' fetches, Kafka's purgatory): it stops counting towards
+        queued.max.requests, or enough of them would stop the broker from reading the very
+        requests that complete them."""
+        park = getattr(self.conn, "uncount", None)
+        if park is not None:
+            park(self)
 
 
 def unsupported_api_versions(correlation_id: int,
@@ -290,7 +301,8 @@ class KafkaConnection(asyncio.Protocol):
             if key not in _PARKED_APIS:
                 self.limits.in_flight += 1
                 self.counted += 1
-                fut.add_done_callback(self._uncount)
+                ctx.counted = True
+                fut.add_done_callback(functools.partial(self._answered, ctx))
             self._enqueue(fut)
         elif result is None:
             return  # acks=0 produce: no response at all
@@ -311,9 +323,15 @@ class KafkaConnection(asyncio.Protocol):
     def _fetch_done(self, fut: asyncio.Future[Response | None]) -> None:
         self.fetches.pop(fut, None)
 
-    def _uncount(self, _f: object) -> None:
-        self.counted -= 1
-        self.limits.done_one()
+    def _answered(self, ctx: RequestContext, _fut: object) -> None:
+        self.uncount(ctx)
+
+    def uncount(self, ctx: RequestContext) -> None:
+        """`ctx` no longer counts towards the queued-request limits (answered, or parked)."""
+        if ctx.counted:
+            ctx.counted = False
+            self.counted -= 1
+            self.limits.done_one()
 
     async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
         result = await aw

@@ -153,6 +153,7 @@ async def _complete_then(broker: Broker, logs: list[PartitionLog],
     for lg in logs:
         await lg.flush()
     if replicate:
+        ctx.park()  # waiting on followers' fetches now, not on this broker's work
         codes = await asyncio.gather(*(broker.replicas.wait_replicated(lg, end, timeout_s)
                                        for lg, end, _ in replicate))
         hints: LeaderHints | None = None
