@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from samsa.cluster.channel import dial_address
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
 from samsa.cluster.quorum.disk.log import FileRaftLog
@@ -457,7 +458,8 @@ class QuorumDriver:
         ep = self.voters[dst]
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(ep.host, ep.port), self.config.request_timeout_ms / 1000
+                asyncio.open_connection(*dial_address(ep.host, ep.port)),
+                self.config.request_timeout_ms / 1000,
             )
         except (OSError, TimeoutError):
             link.backoff_ms = min(
