@@ -71,7 +71,7 @@ class IdempotentProducers:
         self.rate_per_s = rate_per_s
         self.max_in_flight = max_in_flight
         self.conf = dict(conf or {})
-        self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition, offset)
+        self.acked: dict[str, tuple[int, int]] = {}  # value -> (partition or -1, offset)
         self.failed: dict[str, str] = {}  # value -> error name
         self.sent: list[str] = []
         self.lock = threading.Lock()
@@ -533,12 +533,12 @@ def check_values(report: Report, producers: IdempotentProducers, final: list[See
         if counts[value] == 0:
             report.lost += 1
             report.problem(f"acknowledged {value} at {partition}/{offset} is lost")
-        elif where[value] != (partition, offset):
+        elif partition >= 0 and where[value] != (partition, offset):
             report.moved += 1
             report.problem(f"acknowledged {value} at {partition}/{offset} is at "
                            f"{where[value][0]}/{where[value][1]}")
     for value, n in counts.items():
-        if n > 1 and value.startswith(producers.tag + "-"):
+        if n > 1 and (value.startswith(producers.tag + "-") or value in producers.acked):
             report.duplicates += n - 1
             report.problem(f"{value} present {n} times")
     for value, err in producers.failed.items():
