@@ -9,8 +9,9 @@ nothing acknowledged lost or duplicated, ISR replicas byte-identical up to the h
 reader offsets never backwards, no aborted value read committed, no group offset regression.
 
 SAMSA_SOAK_FAULTS=<n> runs n faults instead of the normal schedule (10 kills, 5 SIGSTOPs,
-5 isolations); SAMSA_FAULTS_SEED picks the seed (printed on failure); SAMSA_FAULTS_RF=1 runs the
-harness on unreplicated topics (a check of the harness itself, with no isolation assertion).
+5 isolations, a one-way cut and a slowed network); SAMSA_FAULTS_SEED picks the seed (printed on
+failure); SAMSA_FAULTS_RF=1 runs the harness on unreplicated topics (a check of the harness itself,
+with no isolation assertion).
 """
 
 from __future__ import annotations
@@ -157,8 +158,9 @@ class Faults:
     def isolate(self, k: int) -> None:
         p = self.rng.randrange(PARTITIONS)
         leader, epoch = wait_until("a leader", lambda: leader_of(self.c, TOPIC, p), 60)
-        self.log.append(f"isolate node {leader} (leader of {TOPIC}-{p} epoch {epoch})")
-        self.c.isolate(leader)
+        mode = self.rng.choice(["drop", "blackhole"])
+        self.log.append(f"isolate ({mode}) node {leader} (leader of {TOPIC}-{p} epoch {epoch})")
+        self.c.isolate(leader, mode)
         try:
             # a producer pinned to the old leader: acks=all must not be acknowledged there
             # (its followers cannot fetch, so the high watermark cannot pass the append)
@@ -188,11 +190,47 @@ class Faults:
         self.report.faults["leader isolated from the majority"] += 1
 
 
+    def one_way(self, k: int) -> None:
+        """The leader's bytes stop reaching every other node (theirs still reach it): its
+        followers' fetches arrive but the answers vanish, its heartbeats never arrive."""
+        p = self.rng.randrange(PARTITIONS)
+        leader, epoch = wait_until("a leader", lambda: leader_of(self.c, TOPIC, p), 60)
+        self.log.append(f"one-way cut from node {leader} (leader of {TOPIC}-{p} epoch {epoch})")
+        try:
+            for other in self.c.nodes:
+                if other.node_id != leader:
+                    self.c.one_way(leader, other.node_id)
+            wait_until(f"node {leader} fenced behind a one-way cut",
+                       lambda: fenced(self.c, leader), SESSION_MS / 1000 * 4 + 30)
+            if self.rf > 1:
+                self.progress(f"while node {leader}'s bytes do not reach the others")
+        finally:
+            self.c.heal()
+        self.rejoin(leader)
+        self.progress(f"after healing node {leader}'s one-way cut")
+        self.report.faults["one-way cut from the leader"] += 1
+
+    def delay(self, k: int) -> None:
+        """Every link slowed by 50-300 ms for a while: replication lags, nothing may be lost."""
+        ms = self.rng.randrange(50, 300)
+        self.log.append(f"delay {ms} ms on every link")
+        try:
+            for link in self.c.links.values():
+                link.delay(ms)
+            self.progress(f"with {ms} ms delay on every link")
+            time.sleep(2)
+        finally:
+            self.c.heal()
+        self.progress("after the delay")
+        self.report.faults["delayed links"] += 1
+
+
 def schedule(rng: random.Random) -> list[str]:
     soak = int(os.environ.get("SAMSA_SOAK_FAULTS", "0"))
     if soak > 0:
-        return [rng.choice(["kill9", "kill9", "sigstop", "isolate"]) for _ in range(soak)]
-    plan = ["kill9"] * 10 + ["sigstop"] * 5 + ["isolate"] * 5
+        kinds = ["kill9", "kill9", "sigstop", "isolate", "one_way", "delay"]
+        return [rng.choice(kinds) for _ in range(soak)]
+    plan = ["kill9"] * 10 + ["sigstop"] * 5 + ["isolate"] * 5 + ["one_way", "delay"]
     rng.shuffle(plan)
     return plan
 
