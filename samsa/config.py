@@ -226,6 +226,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Fetcher tasks per source broker (partitions are spread over them).", at_least=1),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", "5000",
               "How often high watermarks are written to disk.", at_least=1),
+    ConfigDef("offsets.commit.timeout.ms", "int", "5000",
+              "How long a coordinator write waits for the ISR before it fails.", at_least=1),
+    ConfigDef("replica.selector.class", "string", None,
+              "Where consumers with a rack read (KIP-392): unset reads leaders only; "
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer to a "
+              "replica in its client.rack."),
     # -- end KRaft --
     ConfigDef("process.roles", "list", "broker,controller", "Roles of this node.",
               valid=("broker", "controller")),

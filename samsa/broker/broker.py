@@ -11,6 +11,7 @@ from typing import Any
 from samsa.cluster.controller import ControllerError
 from samsa.cluster.internal_topic import InternalTopic
 from samsa.cluster.node import ClusterNode
+from samsa.cluster.replication.manager import ReplicaManager, ReplicationConfig
 from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
@@ -59,6 +60,12 @@ class Broker:
         self.controller = ControllerClient(self)
         self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}")
         self.lifecycle = BrokerLifecycle(self)
+        self.replicas = ReplicaManager(
+            self.node_id, ReplicationConfig.from_broker(config.get_int), lambda: self.node.image,
+            self.inter_broker_listener, lambda: self.lifecycle.broker_epoch,
+            self._alter_partition, self._min_isr)
+        self.replicas.rack_aware = (config.get("replica.selector.class") or "").endswith(
+            "RackAwareReplicaSelector")
         self.groups: GroupCoordinator
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
@@ -113,8 +120,10 @@ class Broker:
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
         self._hosting = True
         await self._reconcile()
+        self.replicas.start()
         self.lifecycle.start()
         await self._wait_unfenced()
+        self.replicas.subscribe_leadership(self._coordinator_leadership)
         self.groups = self._group_coordinator()
         self.groups.load()
         self.groups.start()
@@ -146,9 +155,20 @@ class Broker:
 
     # ---- the image -> local partitions -----------------------------------------------------
     def hosts(self, st: Any) -> bool:
-        """This broker holds the data of a partition: its first replica (part 1: the leader's
-        replica only; followers come with replication)."""
-        return bool(st.replicas) and st.replicas[0] == self.node_id
+        """This broker holds a replica of the partition (as its leader or a follower)."""
+        return self.node_id in st.replicas
+
+    async def _alter_partition(self, topic_id: Any, partition: int, leader_epoch: int,
+                               partition_epoch: int, isr: list[tuple[int, int]]) -> Any:
+        return await self.controller.alter_partition(  # type: ignore[attr-defined]
+            topic_id, partition, leader_epoch, isr, 0, partition_epoch,
+            timeout_s=self.config.get_int("replica.socket.timeout.ms") / 1000)
+
+    def _min_isr(self, topic: str) -> int:
+        try:
+            return int(self.controller.topic_configs(topic).get("min.insync.replicas") or 1)
+        except (ValueError, KeyError):
+            return 1
 
     def leads(self, topic: str, partition: int) -> bool:
         t = self.node.image.topics.get(topic)
@@ -168,7 +188,8 @@ class Broker:
                 if name is not None:
                     self._forget.add(name)
         if full or any(isinstance(r, rec.PartitionRecord | rec.RemoveTopicRecord
-                                  | rec.TopicRecord) for r in records):
+                                  | rec.TopicRecord | rec.PartitionChangeRecord
+                                  | rec.RegisterBrokerRecord) for r in records):
             self._reconcile_soon()
         topics: set[str] = set()
         all_topics = full
@@ -181,6 +202,7 @@ class Broker:
         for name in (self.node.image.topics if all_topics else topics):
             if name in self.node.image.topics:
                 self.logs.update_config(name, self.controller.log_config(name))
+                self.replicas.config_changed(name)
 
     def _reconcile_soon(self) -> None:
         self._reconcile_wanted = True
@@ -211,11 +233,26 @@ class Broker:
         while self._forget and hasattr(self, "groups"):
             # a deleted topic's committed offsets go with it, on every broker's own groups
             await self.groups.forget_topic(self._forget.pop())
-        for name in {k[0] for k in self.logs.logs}:
+        doomed: set[tuple[str, int]] = set()  # local replicas the image no longer gives us
+        for (name, p) in list(self.logs.logs):
             t = image.topics.get(name)
-            if t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id:
-                self.logs.delete_topic(name)
-                self._topic_ids.pop(name, None)
+            st = t.partitions.get(p) if t is not None else None
+            if (t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id or st is None
+                    or not self.hosts(st)):
+                doomed.add((name, p))
+        if doomed:
+            # roles first (no fetcher may write into files being deleted), then the files:
+            # a deleted topic, or a replica reassigned away (Kafka's StopReplica with delete)
+            self.replicas.apply(image, lambda n, q: None if (n, q) in doomed
+                                else self.logs.get(n, q))
+            for name in {n for n, _ in doomed}:
+                t = image.topics.get(name)
+                if t is None or self._topic_ids.get(name, t.topic_id) != t.topic_id:
+                    self.logs.delete_topic(name)
+                    self._topic_ids.pop(name, None)
+            for name, p in doomed:
+                if self.logs.get(name, p) is not None:
+                    self.logs.delete_partition(name, p)
         for name, t in list(image.topics.items()):
             cfg = None
             for p, st in list(t.partitions.items()):
@@ -228,6 +265,33 @@ class Broker:
                     await asyncio.sleep(0)
                 elif name not in self._topic_ids and self.logs.get(name, p) is not None:
                     self._topic_ids[name] = t.topic_id
+        self.replicas.apply(self.node.image, self.logs.get)
+
+    def _coordinator_leadership(self, topic: str, partition: int, epoch: int,
+                                leader: bool) -> None:
+        """Coordinators move with the leadership of their internal topic's partitions: a new
+        leader replays the partition (and completes decided transactions), a former one forgets
+        it."""
+        coord: Any = {"__consumer_offsets": getattr(self, "groups", None),
+                      "__transaction_state": getattr(self, "txn", None)}.get(topic)
+        if coord is None:
+            return
+        if leader:
+            coord.unload({partition})  # whatever an earlier term left
+            coord.load({partition})
+        else:
+            coord.unload({partition})
+
+    def _internal_hooks(self, topic: InternalTopic) -> None:
+        """An internal topic writes only to partitions this broker leads, and a write is done
+        when it is replicated to the ISR (Kafka writes coordinator records with acks=all)."""
+        topic.wait_local = self.reconciled
+        topic.leader_log = self.partition_log
+        timeout_s = self.config.get_int("offsets.commit.timeout.ms") / 1000
+
+        async def replicated(lg: PartitionLog, end_offset: int) -> int:
+            return await self.replicas.wait_replicated(lg, end_offset, timeout_s)
+        topic.replicated = replicated
 
     def _group_coordinator(self) -> GroupCoordinator:
         c = self.config
@@ -236,7 +300,7 @@ class Broker:
                               {"cleanup.policy": "compact",
                                "segment.bytes": c.get("offsets.topic.segment.bytes") or "104857600"},
                               c.get_int("offsets.topic.replication.factor"))
-        topic.wait_local = self.reconciled
+        self._internal_hooks(topic)
         cfg = GroupConfig(
             min_session_ms=c.get_int("group.min.session.timeout.ms"),
             max_session_ms=c.get_int("group.max.session.timeout.ms"),
@@ -254,7 +318,7 @@ class Broker:
                               c.get_int("transaction.state.log.num.partitions"),
                               {"cleanup.policy": "compact", "segment.bytes": "104857600"},
                               c.get_int("transaction.state.log.replication.factor"))
-        topic.wait_local = self.reconciled
+        self._internal_hooks(topic)
         cfg = TxnConfig(
             max_timeout_ms=c.get_int("transaction.max.timeout.ms"),
             check_interval_ms=c.get_int(
@@ -296,6 +360,7 @@ class Broker:
             await self.lifecycle.controlled_shutdown(
                 min(5.0, self.config.get_int("broker.session.timeout.ms") / 1000))
         await self.lifecycle.stop()
+        await self.replicas.stop()
         if hasattr(self, "_producer_expiry"):
             self._producer_expiry.cancel()
         if hasattr(self, "txn"):
@@ -317,11 +382,10 @@ class Broker:
 
     # ---- helpers for handlers ------------------------------------------------------------
     def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        """The log of a partition this broker leads; None otherwise (see partition_error)."""
-        lg = self.logs.get(topic, partition)
-        if lg is None or not self.leads(topic, partition):
-            return None
-        return lg
+        """The log of a partition this broker leads (as the replica manager has applied the
+        image); None otherwise (see partition_error)."""
+        lead = self.replicas.leaders.get((topic, partition))
+        return None if lead is None else lead.log
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         t = self.node.image.topics.get(topic)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError
-from samsa.cluster.metadata.image import MetadataImage
+from samsa.cluster.metadata.image import MetadataImage, PartitionState
 from samsa.cluster.node import NotControllerError
 from samsa.protocol.errors import Err
 from samsa.storage.log import LogConfig
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INCREMENTAL_ALTER_CONFIGS, ALLOCATE_PRODUCER_IDS = 44, 67
+ALTER_PARTITION = 56
 RETRY_S = 0.05
 PRODUCER_ID_BLOCK_TIMEOUT_S = 30.0
 
@@ -207,3 +208,62 @@ class ControllerClient:
         if resp.error_code:
             raise ControllerError(resp.error_code, "producer id block allocation failed")
         return resp.producer_id_start, resp.producer_id_len
+
+    async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                              new_isr: Sequence[tuple[int, int]], leader_recovery_state: int,
+                              partition_epoch: int, timeout_s: float = 30.0
+                              ) -> tuple[int, PartitionState | None]:
+        """This broker, as the partition's leader, asks the active controller for a new ISR
+        ((broker id, broker epoch or -1) pairs): AlterPartition v3, or a direct call when this
+        node is the active controller. Returns Kafka's error code and, on success, the partition
+        as the controller now has it; never raises ControllerError (REQUEST_TIMED_OUT when no
+        controller answered in time). NOT_CONTROLLER (no controller, or one behind the
+        sender's epochs) is retried until `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            epoch = self.broker.lifecycle.broker_epoch
+            c = self.local
+            code: int
+            state: PartitionState | None = None
+            resp = None
+            if c is not None:
+                try:
+                    code, state = await c.alter_partition(
+                        self.node.node_id, epoch, topic_id, partition, leader_epoch, new_isr,
+                        leader_recovery_state, partition_epoch)
+                except NotControllerError:
+                    code = Err.NOT_CONTROLLER
+            else:
+                body = {"broker_id": self.node.node_id, "broker_epoch": epoch, "topics": [
+                    {"topic_id": topic_id, "partitions": [
+                        {"partition_index": partition, "leader_epoch": leader_epoch,
+                         "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": e}
+                                                 for b, e in new_isr],
+                         "leader_recovery_state": leader_recovery_state,
+                         "partition_epoch": partition_epoch}]}]}
+                try:
+                    resp = await self._remote(ALTER_PARTITION, 3, body,
+                                              max(deadline - time.monotonic(), 0.0))
+                except ControllerError as e:
+                    return e.code, None
+                if resp is None:
+                    continue  # this node became the active controller meanwhile
+                code = resp.error_code
+                if not code:
+                    p = resp.topics[0].partitions[0]
+                    code = p.error_code
+                    if not code:
+                        state = PartitionState((), tuple(p.isr),
+                                               p.leader_id, p.leader_epoch, p.partition_epoch,
+                                               leader_recovery_state=p.leader_recovery_state)
+            if code != Err.NOT_CONTROLLER or time.monotonic() >= deadline:
+                if state is not None and resp is not None:
+                    # the response carries no replica lists: the local image's (it may lag)
+                    t = self.image.by_id.get(topic_id)
+                    ps = t.partitions.get(partition) if t is not None else None
+                    if ps is not None:
+                        state.replicas = ps.replicas
+                        state.adding_replicas = ps.adding_replicas
+                        state.removing_replicas = ps.removing_replicas
+                return code, state
+            await asyncio.sleep(RETRY_S)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samsa.protocol.batch import read_header
+from samsa.protocol.errors import Err
 from samsa.protocol.records import control_marker, decode_batch, encode_batch, iter_batches
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -33,6 +34,14 @@ def partition_for(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+class ReplicationError(Exception):
+    """A coordinator write that did not reach the ISR (or a partition no longer led here)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class InternalTopic:
     def __init__(self, controller: Any, logs: LogManager, name: str, partitions: int,
                  configs: dict[str, str], replication: int = -1) -> None:
@@ -45,6 +54,11 @@ class InternalTopic:
         self._lock = asyncio.Lock()
         # waits until the broker has opened the logs the image gives it (set by the broker)
         self.wait_local: Callable[[], Awaitable[None]] | None = None
+        # the log of a partition this broker leads, None otherwise (set by the broker; without
+        # it, any local log)
+        self.leader_log: Callable[[str, int], PartitionLog | None] | None = None
+        # waits until a write up to an end offset is replicated to the ISR: an error code
+        self.replicated: Callable[[PartitionLog, int], Awaitable[int]] | None = None
 
     @property
     def exists(self) -> bool:
@@ -97,16 +111,22 @@ class InternalTopic:
         return self.hosted(partition_for(key, self.count()))
 
     def hosted(self, partition: int) -> bool:
-        """This broker holds the partition's log (it leads it)."""
-        return self.logs.get(self.name, partition) is not None
+        """This broker leads the partition and holds its log."""
+        return self._leader_log(partition) is not None
+
+    def _leader_log(self, partition: int) -> PartitionLog | None:
+        if self.leader_log is not None:
+            return self.leader_log(self.name, partition)
+        return self.logs.get(self.name, partition)
 
     def partition_of(self, key: str) -> int:
         return partition_for(key, self.count())
 
     def log(self, partition: int) -> PartitionLog:
-        lg = self.logs.get(self.name, partition)
+        lg = self._leader_log(partition)
         if lg is None:
-            raise RuntimeError(f"{self.name}-{partition} is not open")
+            raise ReplicationError(Err.NOT_LEADER_OR_FOLLOWER,
+                                   f"{self.name}-{partition} is not led by this broker")
         return lg
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
@@ -120,9 +140,15 @@ class InternalTopic:
         batch = encode_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
                              producer_epoch=producer_epoch,
                              attributes_extra=0x10 if transactional else 0)
-        base, _ = lg.append(bytearray(batch), now)
+        base, _ = lg.append(bytearray(batch), now, lg.leader_epoch)
+        end = lg.end_offset
         if lg.flush_due:
             await lg.flush()
+        if self.replicated is not None:
+            code = await self.replicated(lg, end)
+            if code:
+                raise ReplicationError(code, f"{self.name}-{partition}: write at {base} not "
+                                       f"replicated: {Err.name_of(code)}")
         return base
 
     def replay(self, partitions: set[int] | None = None) -> Iterator[ReplayItem]:

@@ -66,8 +66,8 @@ class Err(IntEnum):
     ELECTION_NOT_NEEDED = 84
     NO_REASSIGNMENT_IN_PROGRESS = 85
     INVALID_UPDATE_VERSION = 95
-    NEW_LEADER_ELECTED = 106
     INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108  # Kafka's Errors: 106 is FETCH_SESSION_TOPIC_ID_ERROR
 
     @classmethod
     def name_of(cls, code: int) -> str:

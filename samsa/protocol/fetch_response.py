@@ -18,6 +18,7 @@ from samsa.protocol.codec import uvarint as _uvarint
 from samsa.protocol.leader_hint import NodeEndpoint, partition_tags, top_level_tags
 
 _I32 = struct.Struct(">i")
+_DIVERGING = struct.Struct(">iq")
 _I16_I32 = struct.Struct(">hi")
 _PART_V4 = struct.Struct(">ihqq")     # partition index, error, high watermark, last stable offset
 _PART_V5 = struct.Struct(">ihqqq")    # + log start offset
@@ -45,12 +46,13 @@ class FetchPartition:
     """One partition of a Fetch response; `aborted` is None or [(producer id, first offset)]."""
 
     __slots__ = ("index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "aborted", "preferred_read_replica", "records", "current_leader")
+                 "aborted", "preferred_read_replica", "records", "current_leader", "diverging")
 
     def __init__(self, index: int, error_code: int, high_watermark: int, last_stable_offset: int,
                  log_start_offset: int, aborted: list[tuple[int, int]] | None,
                  records: Records | None, preferred_read_replica: int = -1,
-                 current_leader: tuple[int, int] | None = None) -> None:
+                 current_leader: tuple[int, int] | None = None,
+                 diverging: tuple[int, int] | None = None) -> None:
         self.index = index
         self.error_code = error_code
         self.high_watermark = high_watermark
@@ -60,6 +62,7 @@ class FetchPartition:
         self.preferred_read_replica = preferred_read_replica
         self.records = records
         self.current_leader = current_leader  # KIP-951: (leader id, epoch) with NOT_LEADER
+        self.diverging = diverging  # KIP-595 DivergingEpoch to a follower: (epoch, end offset)
 
     @property
     def records_size(self) -> int:
@@ -134,9 +137,12 @@ def encode_fetch_response(version: int, correlation_id: int,
                 out.append(bytes(buf))
                 out.append(records)
                 buf = bytearray()
-            if flexible:  # tagged fields: current_leader (tag 1) from v16 (KIP-951)
-                leader = p.current_leader
-                buf += b"\x00" if leader is None or version < 16 else partition_tags(1, leader)
+            if flexible:  # tagged fields: diverging_epoch (tag 0), current_leader (tag 1, v16+)
+                leader = p.current_leader if version >= 16 else None
+                if p.diverging is not None:
+                    buf += _diverging_tags(p.diverging, leader)
+                else:
+                    buf += b"\x00" if leader is None else partition_tags(1, leader)
         if flexible:
             buf += b"\x00"  # topic tagged fields
     if flexible:  # top-level tagged fields: node_endpoints from v16 (KIP-951)
@@ -145,3 +151,15 @@ def encode_fetch_response(version: int, correlation_id: int,
     out.append(bytes(buf))
     out[0] = _I32.pack(size)
     return out
+
+
+def _diverging_tags(diverging: tuple[int, int], leader: tuple[int, int] | None) -> bytes:
+    """A partition's tagged fields with DivergingEpoch (tag 0: epoch int32, end offset int64) and,
+    when given, current_leader (tag 1)."""
+    body = _DIVERGING.pack(*diverging) + b"\x00"
+    out = _uvarint(0) + _uvarint(len(body)) + body
+    count = 1
+    if leader is not None and leader != (-1, -1):
+        out += partition_tags(1, leader)[1:]  # the same field without its own count
+        count = 2
+    return _uvarint(count) + out

@@ -14,17 +14,30 @@ import json
 import logging
 import os
 import shutil
+import struct
 import time
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.protocol.batch import read_header, set_base_offset, set_log_append_time
+import crc32c
+
+from samsa.protocol.batch import (
+    ATTR_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    read_header,
+    set_base_offset,
+    set_log_append_time,
+)
 from samsa.protocol.records import control_marker, decode_batch, encode_control_batch
 
 from . import fsio
 from .file_slice import FileSlice
+from .leader_epoch import FILE_NAME as EPOCH_FILE
+from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import Segment, segment_name
 
@@ -114,6 +127,16 @@ class OffsetOutOfRange(Exception):
     pass
 
 
+class FollowerAppendError(Exception):
+    """Fetched data a follower cannot append: a batch below its log end offset, or a corrupt one
+    (bad magic, length or CRC). Nothing of the call was appended."""
+
+
+_EPOCH = struct.Struct(">i")
+EPOCH_OFFSET = 12  # partitionLeaderEpoch: before the CRC'd part (which starts at byte 21)
+HW_CHECKPOINT_MS = 5000  # Kafka's replica.high.watermark.checkpoint.interval.ms default
+
+
 class PartitionLog:
     def __init__(self, directory: Path, topic: str, partition: int, config: LogConfig) -> None:
         self.dir = directory
@@ -140,6 +163,19 @@ class PartitionLog:
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
+        self.epochs = LeaderEpochCache(directory / EPOCH_FILE)
+        # None: the high watermark follows the log end offset (a sole replica); else the value the
+        # replication layer set. Persisted in partition.meta while set.
+        self._hw: int | None = None
+        self._hw_written: int | None = None  # the value partition.meta holds
+        self._hw_written_at = 0.0
+        # truncations so far: a flush or a rolled segment's fsync that started before one must not
+        # move the flushed offset or the recovery point past the new, shorter log
+        self.truncations = 0
+        self._reset_to: int | None = None  # truncate_fully_and_start_at in progress (meta intent)
+        # called with the new log end after a truncation (the log manager clamps the cleaner's
+        # clean/dirty boundary with it)
+        self.truncate_listeners: list[Callable[[int], None]] = []
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -152,7 +188,9 @@ class PartitionLog:
         return log
 
     def _load(self, clean: bool) -> None:
-        self._read_meta()
+        hw = self._read_meta()
+        if self._reset_to is not None:
+            self._finish_reset()
         for p in self.dir.glob("*" + CLEANED):
             fsio.unlink(p)
         for p in sorted(self.dir.glob("*" + SWAP)):
@@ -193,19 +231,63 @@ class PartitionLog:
             fsio.fsync_dir(self.dir)
         self.recovery_point = self.end_offset if clean else self.active.base
         self.flushed_offset = self.recovery_point
+        if hw is not None:
+            self._hw = min(max(hw, self.log_start_offset), self.end_offset)
         self._write_meta()
         self._load_producer_state()
+        self._load_epochs()
 
-    def _read_meta(self) -> None:
+    def _read_meta(self) -> int | None:
+        """Load the checkpointed offsets; returns the high watermark if one was stored."""
         try:
             meta = json.loads((self.dir / META).read_text())
         except FileNotFoundError:
-            return
+            return None
         except ValueError:  # cannot happen with synced writes; a full scan is the safe answer
             log.warning("%s: unreadable %s, rescanning every segment", self.dir.name, META)
-            return
+            return None
         self.log_start_offset = meta.get("log_start_offset", 0)
         self.recovery_point = meta.get("recovery_point", 0)
+        self._reset_to = meta.get("reset_to")
+        hw = meta.get("high_watermark")
+        return hw if isinstance(hw, int) else None
+
+    def _finish_reset(self) -> None:
+        """A truncate_fully_and_start_at was interrupted after its intent was written: nothing of
+        the old log is kept (the log start offset in the meta is already the new one)."""
+        log.info("%s: completing an interrupted reset to offset %s", self.dir.name, self._reset_to)
+        for p in self.dir.iterdir():
+            if p.name.endswith((SWAP, CLEANED)) or (
+                    p.suffix in (".log", ".index", ".timeindex") and p.stem.isdigit()):
+                fsio.unlink(p)
+        self.producers.reset()
+        self.epochs.clear()
+        self._sync_dirs.add(self.dir)
+        self._reset_to = None
+
+    def _load_epochs(self) -> None:
+        """Bring the leader epoch cache in line with the log (Kafka does the same at load): a
+        malformed file is rebuilt from the batch headers, entries past the log end (an epoch
+        assigned, the crash came before its first batch was written) or before its start go."""
+        ep = self.epochs
+        if ep.needs_rebuild:
+            ep.rebuild([(h.leader_epoch, h.base_offset) for _seg, _pos, h in self._headers_from(
+                self.log_start_offset)])
+        ep.truncate_from_end(self.end_offset)
+        ep.truncate_from_start(self.log_start_offset)
+
+    def _headers_from(self, start: int) -> list[tuple[Segment, int, BatchHeader]]:
+        """(segment, position, header) of every batch holding an offset >= start."""
+        out = []
+        for seg in self.segments[self._segment_index(start):]:
+            pos = seg.position_of(start)
+            if pos is None:
+                continue
+            for bpos, head in seg.batches_from(pos):
+                h = read_header(head)
+                if h.last_offset >= start:
+                    out.append((seg, bpos, h))
+        return out
 
     def _drop_after_torn(self, torn: Segment) -> None:
         """A torn segment that is not the last: what follows it was never flushed (a flush syncs
@@ -220,23 +302,21 @@ class PartitionLog:
 
     def _load_producer_state(self) -> None:
         """Snapshot + the batch headers after it rebuild idempotence and transaction state."""
+        self.producers.load_aborted_index(self.end_offset)
+        self._replay_producer_state()
+
+    def _replay_producer_state(self) -> None:
         pm = self.producers
-        pm.load_aborted_index(self.end_offset)
         start = max(pm.load_snapshot(self.end_offset), self.log_start_offset)
-        for seg in self.segments[self._segment_index(start):]:
-            pos = seg.position_of(start)
-            if pos is None:
+        for seg, bpos, h in self._headers_from(start):
+            if h.producer_id < 0:
                 continue
-            for bpos, head in seg.batches_from(pos):
-                h = read_header(head)
-                if h.last_offset < start or h.producer_id < 0:
-                    continue
-                pm.on_append(h, h.base_offset)
-                if h.is_control:
-                    marker = control_marker(seg.read(bpos, h.size, True))
-                    if marker is not None:
-                        pm.on_marker(h.producer_id, h.producer_epoch, marker[0], h.base_offset,
-                                     marker[1], self._lso_for_replay(h.base_offset))
+            pm.on_append(h, h.base_offset)
+            if h.is_control:
+                marker = control_marker(seg.read(bpos, h.size, True))
+                if marker is not None:
+                    pm.on_marker(h.producer_id, h.producer_epoch, marker[0], h.base_offset,
+                                 marker[1], self._lso_for_replay(h.base_offset))
 
     def _lso_for_replay(self, marker_offset: int) -> int:
         fu = self.producers.first_unstable_offset()
@@ -297,9 +377,24 @@ class PartitionLog:
 
     def _write_meta(self) -> None:
         # synced before the rename: the name must never point at unwritten bytes
-        fsio.replace_file(self.dir / META, json.dumps({
-            "log_start_offset": self.log_start_offset,
-            "recovery_point": self.recovery_point}).encode(), sync=True)
+        meta: dict[str, int] = {"log_start_offset": self.log_start_offset,
+                                "recovery_point": self.recovery_point}
+        if self._hw is not None:
+            meta["high_watermark"] = self._hw
+        if self._reset_to is not None:
+            meta["reset_to"] = self._reset_to
+        fsio.replace_file(self.dir / META, json.dumps(meta).encode(), sync=True)
+        self._hw_written = self._hw
+        self._hw_written_at = time.monotonic()
+
+    def checkpoint_hw(self, interval_ms: int = HW_CHECKPOINT_MS) -> bool:
+        """Persist a high watermark that moved since it was last written, at most every
+        `interval_ms` (Kafka's replication-offset-checkpoint). True if written."""
+        if (self._hw == self._hw_written or self.deleted
+                or (time.monotonic() - self._hw_written_at) * 1000 < interval_ms):
+            return False
+        self._write_meta()
+        return True
 
     def close(self, clean: bool = True) -> None:
         if clean and self.flush_error is None:
@@ -336,7 +431,28 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        return self.end_offset  # single node: the leader is the whole ISR
+        """Offsets below it are on every in-sync replica. Until the replication layer sets one it
+        is the log end offset (a sole replica is its whole ISR)."""
+        hw = self._hw
+        return self.active.next_offset if hw is None else hw
+
+    def set_high_watermark(self, hw: int) -> bool:
+        """Set the high watermark, clamped to [log start, log end]. True when it moved up (waiting
+        fetches are woken then)."""
+        hw = min(max(hw, self.log_start_offset), self.end_offset)
+        old = self.high_watermark
+        self._hw = hw
+        if hw > old:
+            self._wake()
+            return True
+        return False
+
+    def follow_leo_hw(self) -> None:
+        """The high watermark follows the log end offset again (a leader whose ISR is itself)."""
+        old = self.high_watermark
+        self._hw = None
+        if self.end_offset > old:
+            self._wake()
 
     @property
     def size_bytes(self) -> int:
@@ -361,11 +477,13 @@ class PartitionLog:
                 or act.index_full):
             self.roll()
 
-    def roll(self) -> None:
+    def roll(self, base: int | None = None) -> None:
+        """Start a new segment at `base` (default: the log end offset; a follower passes the next
+        batch's base offset, past a gap a compacted leader left)."""
         old = self.active
         if old.size == 0:
             return
-        self._roll_to(self.end_offset)
+        self._roll_to(self.end_offset if base is None else max(base, self.end_offset))
         try:
             self.producers.snapshot(self.end_offset)
         except OSError as e:  # a missing snapshot costs only replay at start; the flush must run
@@ -373,16 +491,18 @@ class PartitionLog:
                         self.end_offset, e)
         # Kafka flushes the closed segment asynchronously and moves the recovery point past it
         loop = _running_loop()
+        gen = self.truncations
         if loop is not None and _pin(old):
             fut = loop.run_in_executor(None, old.flush)
             base = self.active.base
-            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old, old.base))
+            fut.add_done_callback(lambda f: self._rolled_flushed(f, base, old, old.base, gen))
         else:
             old.flush()
-            self._rolled_flushed(None, self.active.base, None, old.base)
+            self._rolled_flushed(None, self.active.base, None, old.base, gen)
 
     def _rolled_flushed(self, fut: asyncio.Future[None] | None, base: int,
-                        pinned: Segment | None = None, old_base: int = -1) -> None:
+                        pinned: Segment | None = None, old_base: int = -1,
+                        gen: int | None = None) -> None:
         """A rolled segment [old_base, base) is synced. The flushed offset and the recovery point
         move past it only once everything before it is synced too: background fsyncs of
         successive rolls may finish out of order."""
@@ -391,6 +511,8 @@ class PartitionLog:
         if fut is not None and fut.exception() is not None:
             self._flush_failed(fut.exception())  # type: ignore[arg-type]
             return
+        if gen is not None and gen != self.truncations:
+            return  # the log was truncated meanwhile: that segment may be gone or shorter
         self._rolled_synced[old_base] = base
         moved = -1
         while True:
@@ -405,10 +527,13 @@ class PartitionLog:
             self.recovery_point = moved  # a segment base: segments from it on are rescanned
             self._write_meta()
 
-    def append(self, batch: bytearray, now_ms: int | None = None) -> tuple[int, int]:
+    def append(self, batch: bytearray, now_ms: int | None = None,
+               leader_epoch: int = -1) -> tuple[int, int]:
         """Append one validated batch (mutable copy). Returns (base offset, log append time or -1).
         A retried idempotent batch is not appended again: its original base offset is returned.
-        Raises ProducerStateError for sequence/epoch violations."""
+        Raises ProducerStateError for sequence/epoch violations. A leader passes its
+        `leader_epoch`: stamped into the batch (outside the CRC) and recorded in the epoch cache
+        when new."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
         h = read_header(batch)
@@ -419,6 +544,8 @@ class PartitionLog:
         self._maybe_roll(len(batch), now_ms)
         base = self.end_offset
         set_base_offset(batch, base)
+        if leader_epoch >= 0:
+            self._stamp_epoch(batch, leader_epoch, base)
         append_time = -1
         if self.config.log_append_time:
             set_log_append_time(batch, now_ms)
@@ -437,7 +564,8 @@ class PartitionLog:
         return base, append_time
 
     def append_marker(self, producer_id: int, epoch: int, marker_type: int,
-                      coordinator_epoch: int, now_ms: int | None = None) -> int:
+                      coordinator_epoch: int, now_ms: int | None = None,
+                      leader_epoch: int = -1) -> int:
         """Write a transaction COMMIT/ABORT control batch; closes the producer's open transaction
         here (moving the last stable offset) and indexes an abort. Returns the marker's offset."""
         if now_ms is None:
@@ -448,6 +576,8 @@ class PartitionLog:
         self._maybe_roll(len(batch), now_ms)
         base = self.end_offset
         set_base_offset(batch, base)
+        if leader_epoch >= 0:
+            self._stamp_epoch(batch, leader_epoch, base)
         h = read_header(batch)
         self.active.append(batch, base, h.last_offset, h.max_timestamp)
         self.unflushed_messages += 1
@@ -456,6 +586,182 @@ class PartitionLog:
                                  lso_before)
         self._wake()
         return base
+
+    def _stamp_epoch(self, batch: bytearray, leader_epoch: int, base: int) -> None:
+        _EPOCH.pack_into(batch, EPOCH_OFFSET, leader_epoch)
+        if leader_epoch != self.epochs.latest_epoch:
+            # written (synced) before the batch: a crash never leaves records of an epoch the
+            # cache does not know; an entry past the log end is dropped at load
+            self.epochs.assign(leader_epoch, base)
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> int:
+        """Append whole batches fetched from the leader, verbatim (offsets, leader epochs and
+        timestamps as the leader wrote them); a trailing partial batch is ignored. Returns the
+        bytes appended: 0 for non-empty data means its first batch is larger than what was fetched.
+        Every batch is checked first (magic, length, CRC, base offset at or past the log end: gaps
+        are fine, a compacted leader leaves them); FollowerAppendError, with nothing appended,
+        otherwise. Per batch, never per record."""
+        mv = memoryview(data)
+        n = len(mv)
+        pos = 0
+        leo = self.end_offset
+        heads: list[tuple[int, BatchHeader]] = []
+        while pos + HEADER_SIZE <= n:
+            h = read_header(mv, pos)
+            size = h.batch_length + LOG_OVERHEAD
+            if pos + size > n:
+                break  # a partial batch: the fetch size cut it
+            if h.magic != 2 or size < HEADER_SIZE or h.last_offset_delta < 0:
+                raise FollowerAppendError(f"{self.dir.name}: corrupt batch at offset "
+                                          f"{h.base_offset} (magic {h.magic}, length "
+                                          f"{h.batch_length})")
+            if crc32c.crc32c(mv[pos + ATTR_OFFSET:pos + size]) != h.crc:
+                raise FollowerAppendError(f"{self.dir.name}: batch at offset {h.base_offset} "
+                                          f"fails its CRC")
+            if h.base_offset < leo:
+                raise FollowerAppendError(f"{self.dir.name}: batch at offset {h.base_offset} is "
+                                          f"below the log end offset {leo}")
+            heads.append((pos, h))
+            leo = h.last_offset + 1
+            pos += size
+        if not heads:
+            return 0
+        run: list[tuple[int, BatchHeader]] = []  # batches for the active segment, one write
+        pending = 0
+        for bpos, h in heads:
+            act = self.active
+            # segment.ms by record time, as Kafka rolls replicas: the batch's max timestamp
+            # against the segment's first (the leader's clock is not known here)
+            if act.size + pending > 0 and (
+                    act.size + pending + h.size > self.config.segment_bytes or act.index_full
+                    or (act.first_timestamp is not None
+                        and h.max_timestamp - act.first_timestamp >= self.config.roll_ms)):
+                self._append_run(mv, run)
+                run, pending = [], 0
+                self.roll(h.base_offset)
+            if h.leader_epoch >= 0 and h.leader_epoch != self.epochs.latest_epoch:
+                self._append_run(mv, run)  # the cache entry precedes the batch on disk
+                run, pending = [], 0
+                self.epochs.assign(h.leader_epoch, h.base_offset)
+            run.append((bpos, h))
+            pending += h.size
+        self._append_run(mv, run)
+        self._wake()
+        return pos
+
+    def _append_run(self, mv: memoryview, run: list[tuple[int, BatchHeader]]) -> None:
+        """Write consecutive fetched batches to the active segment with one write, then account
+        for them (flush policy, producer state)."""
+        if not run:
+            return
+        start = run[0][0]
+        last_pos, last_h = run[-1]
+        self.active.append_many(mv[start:last_pos + last_h.size], [
+            (h.base_offset, h.last_offset, h.max_timestamp, h.size) for _p, h in run])
+        pm = self.producers
+        for bpos, h in run:
+            self.unflushed_messages += h.records_count
+            if h.producer_id >= 0:
+                pm.on_append(h, h.base_offset)
+                if h.is_control:
+                    marker = control_marker(mv[bpos:bpos + h.size])
+                    if marker is not None:
+                        pm.on_marker(h.producer_id, h.producer_epoch, marker[0], h.base_offset,
+                                     marker[1], self._lso_for_replay(h.base_offset))
+
+    # ---- truncation ------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Drop [offset, log end): a follower's log diverged from its leader's there. When `offset`
+        falls inside a batch the whole batch goes (the log end then lands on its base offset).
+        Below the log start offset the log is emptied and restarted at `offset` (as Kafka does).
+
+        Crash-safe order (a kill -9 at any step leaves a prefix of the old log, at least up to
+        `offset`): the recovery point is lowered first (the next start rescans what is cut), whole
+        segments go from the last one down, then the segment holding `offset` is cut (its indexes
+        before its log); the epoch cache, producer snapshots and the aborted index, each of
+        which the load also trims to the log end, follow."""
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        if offset >= self.end_offset:
+            return
+        self.truncations += 1
+        self.recovery_point = min(self.recovery_point, offset)
+        self.flushed_offset = min(self.flushed_offset, offset)
+        self._rolled_synced = {}
+        if self._hw is not None:
+            self._hw = min(self._hw, offset)
+        self._write_meta()
+        _step("truncate-meta")
+        dropped = False
+        while len(self.segments) > 1 and self.segments[-1].base >= offset:
+            self.bases.pop()
+            self.segments.pop().delete()
+            dropped = True
+            _step("truncate-segment-deleted")
+        if dropped:  # durable before the cut: a power loss must not bring a later segment back
+            fsio.fsync_dir(self.dir)  # after a shorter one (a hole)
+        seg = self.active
+        cut = seg.truncate_to(offset)
+        _step("truncate-segment-cut")
+        seg.flush()  # the cut is durable before new data lands on the same bytes
+        if cut and seg.size > 0:
+            # a new object for the cut segment: a cleaning pass that started before the cut must
+            # not swap its output (made from the old contents) in for it later
+            fresh = Segment(self.dir, seg.base, self.config.index_interval)
+            if not fresh.load_indexes():
+                fresh.recover(validate=False)
+            seg.close()
+            self.segments[-1] = fresh
+        end = self.end_offset
+        if self._hw is not None:
+            self._hw = min(self._hw, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self.flushed_offset = min(self.flushed_offset, end)
+        self.epochs.truncate_from_end(end)
+        _step("truncate-epochs")
+        pm = self.producers
+        pm.truncate_aborted_from(end)
+        self._replay_producer_state()  # deletes snapshots above the new end
+        _step("truncate-producers")
+        self._write_meta()
+        self._truncated()
+
+    def _truncated(self) -> None:
+        for cb in self.truncate_listeners:
+            try:
+                cb(self.end_offset)
+            except Exception:
+                log.exception("%s: truncation listener failed", self.dir.name)
+        self._wake()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower whose leader no longer has what
+        it would fetch next). The intent is written to partition.meta first: a crash at any later
+        point is completed by the next load, which then starts the log at `offset`."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at offset {offset}")
+        self.truncations += 1
+        self._reset_to = offset
+        self.log_start_offset = self.recovery_point = self.flushed_offset = offset
+        self._rolled_synced = {}
+        if self._hw is not None:
+            self._hw = offset
+        self._write_meta()
+        fsio.fsync_dir(self.dir)  # the intent is durable before anything it covers goes
+        _step("reset-intent")
+        for seg in reversed(self.segments):
+            seg.delete()
+        self.segments = []
+        self.bases = []
+        _step("reset-segments-deleted")
+        self._finish_reset()
+        self._roll_to(offset)
+        fsio.fsync_dir(self.dir)
+        _step("reset-rolled")
+        self._write_meta()  # without the intent: done
+        self.unflushed_messages = 0
+        self._truncated()
 
     @property
     def last_stable_offset(self) -> int:
@@ -485,7 +791,8 @@ class PartitionLog:
         share the fsyncs."""
         target = self.end_offset
         loop = asyncio.get_running_loop()
-        while self.flushed_offset < target and not self.deleted:
+        # a truncation meanwhile may leave the log shorter than the target
+        while self.flushed_offset < min(target, self.end_offset) and not self.deleted:
             if self.flush_error is not None:
                 raise OSError(errno.EIO, f"{self.dir.name}: an earlier fsync failed "
                               f"({self.flush_error}); nothing more is acknowledged as durable")
@@ -505,6 +812,7 @@ class PartitionLog:
                     dirs.add(self.dir)
                 self.unflushed_messages = 0
                 self.last_flush = time.monotonic()
+                gen = self.truncations
                 task = loop.run_in_executor(None, _sync, segs, txn_index, dirs)
                 task.add_done_callback(functools.partial(_unpin, segs))
                 task.add_done_callback(self._flush_done)  # seen even if every caller went away
@@ -520,7 +828,10 @@ class PartitionLog:
                 finally:
                     if self._flush_task is task:
                         self._flush_task = None
-                self.flushed_offset = max(self.flushed_offset, upto)
+                if gen == self.truncations:
+                    self.flushed_offset = max(self.flushed_offset, upto)
+                if self._hw != self._hw_written:
+                    self.checkpoint_hw()
             else:
                 try:
                     await asyncio.shield(self._flush_task)
@@ -543,7 +854,9 @@ class PartitionLog:
 
     def read(self, offset: int, max_bytes: int, whole_first: bool = True,
              upper: int | None = None) -> bytes:
-        """Record bytes from `offset` (raises OffsetOutOfRange). Empty at the end of the log."""
+        """Record bytes from `offset` (raises OffsetOutOfRange). Empty at the end of the log.
+        Nothing at or past `upper` is served: clients pass the high watermark (or the last stable
+        offset); None reads to the log end (a follower's fetch)."""
         found = self._locate(offset, max_bytes, whole_first, upper)
         if found is None:
             return b""
@@ -560,7 +873,7 @@ class PartitionLog:
     def _locate(self, offset: int, max_bytes: int, whole_first: bool,
                 upper: int | None) -> tuple[Segment, int, int] | None:
         """(segment, position, length) of the bytes to serve from `offset`, or None."""
-        end = self.high_watermark if upper is None else upper
+        end = self.end_offset if upper is None else upper
         if offset < self.log_start_offset or offset > self.end_offset:
             raise OffsetOutOfRange(offset)
         if offset >= end:
@@ -630,6 +943,7 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base)
             self._write_meta()
             self.producers.truncate_aborted_below(self.log_start_offset)
+            self.epochs.truncate_from_start(self.log_start_offset)
         return dropped
 
     def apply_retention(self, now_ms: int) -> int:
@@ -670,6 +984,7 @@ class PartitionLog:
             if n:
                 self._drop_leading(n)
             self._write_meta()
+            self.epochs.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import fdlimit, fsio
 from .cleaner import CleanerConfig, LogCleaner
-from .log import LogConfig, PartitionLog
+from .log import HW_CHECKPOINT_MS, LogConfig, PartitionLog
 
 CLEAN_MARKER = ".samsa_clean_shutdown"
 log = logging.getLogger("samsa.storage")
@@ -31,6 +31,7 @@ class LogManager:
         self._tasks: list[asyncio.Task[None]] = []
         self.cleaner = LogCleaner(cleaner or CleanerConfig(), log_dirs)
         self._fd_budget = fdlimit.configure()
+        self.hw_checkpoint_ms = HW_CHECKPOINT_MS  # replica.high.watermark.checkpoint.interval.ms
 
     def detect_clean(self) -> bool:
         """Was the last shutdown clean? Consumes the marker (a crash from now on is unclean)."""
@@ -62,7 +63,9 @@ class LogManager:
                 if cfg is None:
                     continue  # not in the metadata image: deleted topic, left for cleanup
                 t0 = time.monotonic()
-                self.logs[(topic, int(part))] = PartitionLog.open(p, topic, int(part), cfg, clean)
+                lg = PartitionLog.open(p, topic, int(part), cfg, clean)
+                self._watch(lg)
+                self.logs[(topic, int(part))] = lg
                 if not clean:
                     log.info("recovered %s in %.3fs", p.name, time.monotonic() - t0)
         log.info(fdlimit.describe(*self._fd_budget, partitions=len(self.logs)))
@@ -84,21 +87,37 @@ class LogManager:
             return existing
         d = self._pick_dir() / partition_dir_name(topic, partition)
         lg = PartitionLog.open(d, topic, partition, config, clean=True)
+        self._watch(lg)
         self.logs[(topic, partition)] = lg
         return lg
 
+    def _watch(self, lg: PartitionLog) -> None:
+        """A truncated log's clean/dirty boundary must not stay past its new end (Kafka's
+        maybeTruncateCheckpoint): the offsets above it are written again, dirty."""
+        def clamp(end: int) -> None:
+            cp = self.cleaner.checkpoint(lg)
+            if cp is not None and cp > end:
+                self.cleaner._set_checkpoint(lg, end)
+        lg.truncate_listeners.append(clamp)
+
     def delete_topic(self, topic: str) -> None:
         for key in [k for k in self.logs if k[0] == topic]:
-            lg = self.logs.pop(key)
-            lg.deleted = True
-            for s in lg.segments:
-                s.close()
-            lg._wake()
-            # rename first (atomic), remove later: a crash in between leaves a *-delete dir
-            target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}-delete")
-            lg.dir.rename(target)
-            shutil.rmtree(target, ignore_errors=True)
+            self.delete_partition(*key)
         self.cleaner.forget(topic)
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Remove one partition's log (its topic was deleted, or its replica moved away)."""
+        lg = self.logs.pop((topic, partition), None)
+        if lg is None:
+            return
+        lg.deleted = True
+        for s in lg.segments:
+            s.close()
+        lg._wake()
+        # rename first (atomic), remove later: a crash in between leaves a *-delete dir
+        target = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}-delete")
+        lg.dir.rename(target)
+        shutil.rmtree(target, ignore_errors=True)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         for (t, _p), lg in self.logs.items():
@@ -133,6 +152,11 @@ class LogManager:
                         await lg.flush()
                     except Exception:
                         log.exception("flush failed for %s-%d", lg.topic, lg.partition)
+                try:  # a moved high watermark, every replica.high.watermark.checkpoint.interval.ms
+                    lg.checkpoint_hw(self.hw_checkpoint_ms)
+                except OSError:
+                    log.exception("high watermark checkpoint failed for %s-%d", lg.topic,
+                                  lg.partition)
 
     def shutdown(self) -> None:
         for t in self._tasks:

@@ -203,6 +203,23 @@ class ProducerStateManager:
             self._aborted_keys = {(a.producer_id, a.last_offset) for a in self.aborted}
             self._rewrite_index()
 
+    def truncate_aborted_from(self, end_offset: int) -> None:
+        """The log was truncated at end_offset: entries whose marker is at or above it go."""
+        if self.aborted and self.aborted[-1].last_offset >= end_offset:
+            self.aborted = [a for a in self.aborted if a.last_offset < end_offset]
+            self._aborted_keys = {(a.producer_id, a.last_offset) for a in self.aborted}
+            self._rewrite_index()
+
+    def reset(self) -> None:
+        """Forget everything, on disk too (the log was emptied): snapshots and the aborted index."""
+        self.producers = {}
+        for path in self.dir.glob("*.snapshot"):
+            fsio.unlink(path)
+        if self.aborted or self.index_path.exists():
+            self.aborted = []
+            self._aborted_keys = set()
+            self._rewrite_index()
+
     def _rewrite_index(self) -> None:
         fsio.replace_file(self.index_path, b"".join(
             _TXN_ENTRY.pack(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)

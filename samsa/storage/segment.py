@@ -15,6 +15,7 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -29,6 +30,9 @@ _PREFIX = struct.Struct(">qi")
 _BASE_AND_TS = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 log = logging.getLogger("samsa.storage")
+
+# tests set this to stop a truncation between its index and log cuts (a simulated crash)
+truncate_hook: Callable[[str], None] | None = None
 
 
 def segment_name(base: int) -> str:
@@ -279,7 +283,7 @@ class Segment:
         self._note(last, max_ts)
 
     # ---- append / read -----------------------------------------------------------------
-    def _write(self, data: bytes | bytearray) -> int:
+    def _write(self, data: bytes | bytearray | memoryview) -> int:
         """Append bytes to the log file; returns their position. All or nothing: whatever fails
         (EMFILE reopening the files, ENOSPC part-way) leaves the file and the offsets as they
         were, so the caller can refuse the batch and later appends still line up."""
@@ -305,7 +309,8 @@ class Segment:
         pos = self._write(data)
         self._index(base, last, max_ts, pos, len(data))
 
-    def append_many(self, data: bytes | bytearray, batches: list[tuple[int, int, int, int]]) -> None:
+    def append_many(self, data: bytes | bytearray | memoryview,
+                    batches: list[tuple[int, int, int, int]]) -> None:
         """Append several batches with one write; `batches` holds (base, last, max timestamp, size)
         of each, in order (the cleaner's output)."""
         pos = self._write(data)
@@ -342,6 +347,54 @@ class Segment:
         """Bytes from pos; at least the whole first batch when whole_first (KIP-74)."""
         n = self.extent(pos, max_bytes, whole_first)
         return os.pread(self.fd, n, pos) if n > 0 else b""
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch holding an offset >= `offset` (the whole batch when `offset` falls inside
+        one): the log file, both index files and the in-memory state. Returns the bytes cut.
+
+        Order, for a kill -9 at any point: the time index, then the offset index, then the log. A
+        crash before the log is cut leaves shorter indexes over the longer log (the load scans from
+        the last index entry, so the old tail comes back whole); after it, the indexes are already
+        cut. Either way the segment reads as a prefix of what it held."""
+        pos = self.position_of(offset)
+        if pos is None:
+            return 0
+        cut_base = _PREFIX.unpack(os.pread(self.fd, 12, pos))[0]
+        keep_idx = bisect_right(self.idx_pos, pos - 1)  # index entries at positions < pos
+        keep_t = bisect_right(self.t_off, cut_base - 1)  # t_off never decreases
+        if not self._idx_broken:
+            try:
+                if self._idx_fd < 0:
+                    self._open_indexes(truncate=False)
+                fsio.ftruncate(self._tidx_fd, keep_t * _TIDX.size)
+                fsio.ftruncate(self._idx_fd, keep_idx * _IDX.size)
+                self._idx_unsynced = True
+            except OSError as e:
+                log.warning("%s: cannot truncate its index files (%s); removed, the next start "
+                            "rebuilds them", self.log_path, e)
+                self._idx_broken = True
+                self._release_index_fds()
+                for p in (self.index_path, self.tindex_path):
+                    fsio.unlink(p)
+        if truncate_hook is not None:
+            truncate_hook("segment-indexes-cut")
+        fsio.ftruncate(self.fd, pos)
+        self._write_failed = False  # whatever a failed write left past `pos` is gone too
+        cut = self.size - pos
+        self.size = pos
+        del self.idx_off[keep_idx:], self.idx_pos[keep_idx:], self.t_ts[keep_t:], self.t_off[keep_t:]
+        if self.t_ts:
+            self.max_timestamp, self.max_timestamp_offset = self.t_ts[-1], self.t_off[-1]
+        else:
+            self.max_timestamp, self.max_timestamp_offset = -1, -1
+        self.next_offset = self.base
+        if pos == 0:
+            self.first_timestamp = None
+        # what follows the last kept index entry: next offset, max timestamp (as load_indexes)
+        start = self.idx_pos[-1] if self.idx_pos else 0
+        self._scan(start, validate=False, rebuild=False)
+        self.bytes_since_index = pos - start
+        return cut
 
     # ---- file slices ---------------------------------------------------------------------
     def acquire(self) -> int:

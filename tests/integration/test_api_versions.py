@@ -36,6 +36,7 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     20: (1, 6),   # DeleteTopics
     21: (0, 2),   # DeleteRecords
     22: (0, 5),   # InitProducerId
+    23: (2, 4),   # OffsetForLeaderEpoch
     24: (0, 5),   # AddPartitionsToTxn
     25: (0, 4),   # AddOffsetsToTxn
     26: (0, 5),   # EndTxn

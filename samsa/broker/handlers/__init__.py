@@ -31,6 +31,7 @@ HANDLERS: dict[int, Any] = {
     apis.FETCH: fetch.fetch,
     apis.LIST_OFFSETS: offsets.list_offsets,
     apis.DELETE_RECORDS: offsets.delete_records,
+    apis.OFFSET_FOR_LEADER_EPOCH: offsets.offset_for_leader_epoch,
     apis.CREATE_TOPICS: topics.create_topics,
     apis.DELETE_TOPICS: topics.delete_topics,
     apis.CREATE_PARTITIONS: topics.create_partitions,
@@ -86,6 +87,10 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ALTER_CONFIGS: configs.alter_configs,
     apis.INCREMENTAL_ALTER_CONFIGS: configs.incremental_alter_configs,
     apis.DESCRIBE_CLUSTER: meta.describe_cluster,
+    apis.ALTER_PARTITION: controller_apis.alter_partition,
+    apis.ELECT_LEADERS: admin.elect_leaders,
+    apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
+    apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
 }
 
 

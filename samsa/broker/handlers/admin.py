@@ -1,31 +1,30 @@
-"""Replica and quorum admin APIs, answered as a one-broker, one-log-dir Kafka 4.0 (combined
-broker + controller) answers them: DescribeTopicPartitions, DescribeQuorum, ElectLeaders,
+"""Replica and quorum admin APIs: DescribeTopicPartitions, DescribeQuorum, ElectLeaders,
 AlterPartitionReassignments, ListPartitionReassignments and AlterReplicaLogDirs.
 
-On one node every partition has a single replica, this node, which is its leader, its whole ISR and
-its preferred leader; nothing is ever being reassigned. The error codes for what cannot be done
-follow Kafka's controller and ReplicaManager.
+Elections and reassignments are decided by the active controller (QuorumController): a broker
+forwards them to it as Kafka's brokers do. AlterReplicaLogDirs is answered as a one-log-dir Kafka
+4.0 broker answers it. The error codes follow Kafka's controller and ReplicaManager.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError, validate_topic_name
-from samsa.cluster.metadata import METADATA_TOPIC, TopicImage
+from samsa.cluster.metadata import METADATA_TOPIC
+from samsa.cluster.node import NotControllerError
 from samsa.protocol.errors import Err
 
-from .forward import forward
+from .forward import forward, must_forward
 from .meta import partition_entry
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
 
-ELECTION_NOT_NEEDED = 84
-NO_REASSIGNMENT_IN_PROGRESS = 85
 PREFERRED, UNCLEAN = 0, 1
 # Kafka's max.request.partition.size.limit default: the most partitions DescribeTopicPartitions
 # answers in one response, whatever the request's response_partition_limit.
@@ -150,84 +149,133 @@ async def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 # ---- ElectLeaders (43) --------------------------------------------------------------------------
-def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    image = broker.controller.image
+def _controller(broker: Broker) -> Any:
+    """The QuorumController when this node is the active controller, else None."""
+    node = broker.node
+    return node.controller if node.active else None
+
+
+async def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """Decided by the active controller (a broker forwards the request, then waits, bounded,
+    until its own image shows the new leaders)."""
     election = getattr(req, "election_type", PREFERRED)
-    if election not in (PREFERRED, UNCLEAN):
-        results = [{"topic": t.topic, "partition_result": [
-            {"partition_id": p, "error_code": Err.INVALID_REQUEST,
-             "error_message": f"Unknown election type {election}"} for p in t.partitions]}
-            for t in req.topic_partitions or ()]
-        return {"throttle_time": 0, "error_code": Err.INVALID_REQUEST,
-                "replica_election_results": results}
-    results = []
-    if req.topic_partitions is None:
-        # every partition: the ones already led by their preferred leader are left out, so on one
-        # node each topic comes back with no partition results
-        for name in image.topics:
-            results.append({"topic": name, "partition_result": []})
-    else:
-        for t in req.topic_partitions:
-            parts = []
-            for p in t.partitions:
-                code, msg = _elect(image.topics.get(t.topic), t.topic, p)
-                parts.append({"partition_id": p, "error_code": code, "error_message": msg})
-            results.append({"topic": t.topic, "partition_result": parts})
-    return {"throttle_time": 0, "error_code": 0, "replica_election_results": results}
+    if must_forward(broker, ctx):
+        fwd = await forward(broker, ctx, lambda r: _elected(broker, election, r))
+        if fwd is not None:
+            return fwd
+    wanted = None if req.topic_partitions is None else \
+        [(t.topic, list(t.partitions)) for t in req.topic_partitions]
+    c = _controller(broker)
+    try:
+        if c is None:
+            raise ControllerError(Err.NOT_CONTROLLER, "This node is not the active controller.")
+        results = await c.elect_leaders(election, wanted)
+    except (ControllerError, NotControllerError) as e:
+        code = e.code if isinstance(e, ControllerError) else Err.NOT_CONTROLLER
+        msg = str(e) or None
+        return {"throttle_time": 0, "error_code": code, "replica_election_results": [
+            {"topic": name, "partition_result": [
+                {"partition_id": p, "error_code": code, "error_message": msg} for p in ps]}
+            for name, ps in wanted or ()]}
+    return {"throttle_time": 0, "error_code": 0, "replica_election_results": [
+        {"topic": name, "partition_result": [
+            {"partition_id": p, "error_code": code, "error_message": msg}
+            for p, code, msg in parts]} for name, parts in results]}
 
 
-def _elect(t: TopicImage | None, name: str, p: int) -> tuple[int, str | None]:
-    if t is None:
-        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
-    if p not in t.partitions:
-        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{p}"
-    # the only replica leads: it is the preferred leader, and an unclean election has a leader
-    return ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+def _elected(broker: Broker, election: int, resp: Any) -> Callable[[], bool]:
+    """The local image shows every election the controller made."""
+    done = [(r.topic, p.partition_id) for r in resp.replica_election_results
+            for p in r.partition_result if p.error_code == Err.NONE]
+    image = broker.node.image
+
+    def settled() -> bool:
+        for name, p in done:
+            t = image.topics.get(name)
+            ps = t.partitions.get(p) if t is not None else None
+            if ps is None:
+                continue
+            if election == PREFERRED and (not ps.replicas or ps.leader != ps.replicas[0]):
+                return False
+            if ps.leader == -1:
+                return False
+        return True
+    return settled
 
 
 # ---- AlterPartitionReassignments (45) / ListPartitionReassignments (46) -------------------------
-def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    image = broker.controller.image
+async def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """KIP-455, decided by the active controller: the new replicas are added (adding_replicas),
+    and once all are in the ISR the old ones go (removing_replicas); None cancels."""
+    asked = [(t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
+             for t in req.topics for p in t.partitions]
+    if must_forward(broker, ctx):
+        fwd = await forward(broker, ctx, lambda r: _reassigned(broker, asked, r))
+        if fwd is not None:
+            return fwd
+    c = _controller(broker)
+    try:
+        if c is None:
+            raise ControllerError(Err.NOT_CONTROLLER, "This node is not the active controller.")
+        results = iter(await c.alter_reassignments(asked))
+    except (ControllerError, NotControllerError) as e:
+        code = e.code if isinstance(e, ControllerError) else Err.NOT_CONTROLLER
+        return {"throttle_time": 0, "error_code": code, "error_message": str(e) or None,
+                "responses": []}
     responses = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code, msg = _reassign(broker, image.topics.get(t.name), t.name, p.partition_index,
-                                  p.replicas)
+            code, msg = next(results)
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": msg})
         responses.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
-def _reassign(broker: Broker, t: TopicImage | None, name: str, index: int,
-              replicas: tuple[int, ...] | None) -> tuple[int, str | None]:
-    if t is None:
-        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}."
-    if index not in t.partitions:
-        return Err.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {name}:{index}."
-    if replicas is None:  # cancel
-        return NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress."
-    if not replicas:
-        return Err.INVALID_REPLICA_ASSIGNMENT, \
-            "The manual partition assignment includes an empty replica list."
-    seen: set[int] = set()
-    for b in sorted(replicas):
-        if b not in broker.controller.node_ids:
-            return Err.INVALID_REPLICA_ASSIGNMENT, \
-                f"The manual partition assignment includes broker {b}, but no such broker is " \
-                "registered."
-        if b in seen:
-            return Err.INVALID_REPLICA_ASSIGNMENT, \
-                f"The manual partition assignment includes the broker {b} more than once."
-        seen.add(b)
-    return 0, None  # the target is the current assignment: nothing to move
+def _reassigned(broker: Broker, asked: list[tuple[str, int, tuple[int, ...] | None]],
+                resp: Any) -> Callable[[], bool]:
+    """The local image shows every accepted change: a reassignment begun (or done), or none in
+    progress after a cancel."""
+    ok = {(r.name, p.partition_index) for r in resp.responses for p in r.partitions
+          if p.error_code == Err.NONE}
+    todo = [(name, p, target) for name, p, target in asked if (name, p) in ok]
+    image = broker.node.image
+
+    def settled() -> bool:
+        for name, p, target in todo:
+            t = image.topics.get(name)
+            ps = t.partitions.get(p) if t is not None else None
+            if ps is None:
+                continue
+            moving = bool(ps.adding_replicas or ps.removing_replicas)
+            if target is None:
+                if moving:
+                    return False
+            elif ps.replicas != target and not (moving and set(target) <= set(ps.replicas)):
+                return False
+        return True
+    return settled
 
 
-def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    # nothing is ever reassigning on one node; Kafka lists only reassigning partitions and skips
-    # unknown topics silently
-    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": []}
+async def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The reassigning partitions, as the active controller knows them (unknown topics are
+    skipped silently, as Kafka does)."""
+    if must_forward(broker, ctx):
+        fwd = await forward(broker, ctx)
+        if fwd is not None:
+            return fwd
+    c = _controller(broker)
+    if c is None:
+        return {"throttle_time": 0, "error_code": Err.NOT_CONTROLLER,
+                "error_message": "This node is not the active controller.", "topics": []}
+    wanted = None if req.topics is None else \
+        [(t.name, list(t.partition_indexes)) for t in req.topics]
+    return {"throttle_time": 0, "error_code": 0, "error_message": None, "topics": [
+        {"name": name, "partitions": [
+            {"partition_index": r.partition, "replicas": r.replicas,
+             "adding_replicas": r.adding, "removing_replicas": r.removing} for r in found]}
+        for name, found in c.list_reassignments(wanted)]}
 
 
 # ---- AlterReplicaLogDirs (34) -------------------------------------------------------------------

@@ -1,12 +1,15 @@
 """What the CONTROLLER listener serves besides forwarded admin requests: the KRaft RPCs (passed to
-the quorum driver as raw frames), broker registration and heartbeats, producer id blocks."""
+the quorum driver as raw frames), broker registration and heartbeats, producer id blocks, and
+partition leaders' ISR changes (AlterPartition)."""
 
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from samsa.cluster.controller import ControllerError
+from samsa.cluster.controller.quorum import IsrChange
 from samsa.cluster.metadata import records as rec
 from samsa.cluster.node import NotControllerError
 from samsa.protocol import apis
@@ -98,3 +101,45 @@ async def allocate_producer_ids(broker: Broker, ctx: RequestContext, req: Any) -
         return {**fail, "error_code": e.code}
     return {"throttle_time": 0, "error_code": 0, "producer_id_start": first,
             "producer_id_len": length}
+
+
+async def alter_partition(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """A partition leader's ISR changes (v2: broker ids; v3: ids with broker epochs), decided
+    by the active controller; a stale broker epoch fails the whole request."""
+    fail = {"throttle_time": 0, "topics": []}
+    c = _active(broker)
+    if c is None:
+        return {**fail, "error_code": Err.NOT_CONTROLLER}
+    zero = uuid.UUID(int=0)
+    changes: list[IsrChange] = []
+    for t in req.topics:
+        for p in t.partitions:
+            if ctx.version >= 3:
+                isr = tuple((b.broker_id, b.broker_epoch) for b in p.new_isr_with_epochs)
+            else:
+                isr = tuple((b, -1) for b in p.new_isr)
+            changes.append(IsrChange(t.topic_id or zero, p.partition_index, p.leader_epoch, isr,
+                                     p.leader_recovery_state, p.partition_epoch))
+    try:
+        code, results = await c.alter_partitions(req.broker_id, req.broker_epoch, changes)
+    except NotControllerError:
+        return {**fail, "error_code": Err.NOT_CONTROLLER}
+    if code:
+        return {**fail, "error_code": code}
+    out = iter(results)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            err, st = next(out)
+            if st is None:
+                parts.append({"partition_index": p.partition_index, "error_code": err,
+                              "leader_id": -1, "leader_epoch": -1, "isr": (),
+                              "leader_recovery_state": 0, "partition_epoch": -1})
+            else:
+                parts.append({"partition_index": p.partition_index, "error_code": err,
+                              "leader_id": st.leader, "leader_epoch": st.leader_epoch,
+                              "isr": st.isr, "leader_recovery_state": st.leader_recovery_state,
+                              "partition_epoch": st.partition_epoch})
+        topics.append({"topic_id": t.topic_id, "partitions": parts})
+    return {"throttle_time": 0, "error_code": 0, "topics": topics}

@@ -12,6 +12,7 @@ Incremental fetch sessions (KIP-227) are kept in broker.fetch_sessions (see fetc
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from samsa.broker.fetch_sessions import (
     FetchSession,
     PartitionState,
 )
+from samsa.cluster.replication.truncation import divergence, end_offset_for
 from samsa.protocol.errors import Err
 from samsa.protocol.fetch_response import FetchChunks, FetchPartition, encode_fetch_response
 from samsa.storage.file_slice import FileSlice
@@ -44,10 +46,31 @@ def _resolve(broker: Broker, ctx: RequestContext, ft: Any) -> tuple[str | None, 
     return ft.topic, ft.topic
 
 
+def _replica_of(ctx: RequestContext, req: Any) -> tuple[int, int]:
+    """(replica id, broker epoch) of a follower's Fetch; (-1, -1) for a consumer's."""
+    if ctx.version >= 15:
+        return req.replica_state.replica_id, req.replica_state.replica_epoch
+    return getattr(req, "replica_id", -1), -1
+
+
+def _epoch_error(fp: Any, epoch: int) -> int:
+    """Kafka's check of a request's current_leader_epoch (-1: not given) against the leader's."""
+    current = getattr(fp, "current_leader_epoch", -1)
+    if current < 0 or current == epoch:
+        return 0
+    return Err.FENCED_LEADER_EPOCH if current < epoch else Err.UNKNOWN_LEADER_EPOCH
+
+
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
               plan: list[tuple[Any, str | None, list[Any]]],
               hints: LeaderHints) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
-    """One pass over the plan: file slices (not bytes) for the record data."""
+    """One pass over the plan: file slices (not bytes) for the record data. A follower (replica
+    id >= 0) reads up to the log end offset and its fetch offset moves the leader's view of it;
+    a consumer reads up to the high watermark."""
+    replica, replica_epoch = _replica_of(ctx, req)
+    replicas = broker.replicas
+    # the consumer's rack (KIP-392, v11+): None for older clients, which read leaders only
+    rack: str | None = getattr(req, "rack_id", None) if ctx.version >= 11 else None
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     total = 0
     errors = False
@@ -60,6 +83,11 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
         for fp in parts:
             idx = fp.partition
             lg = broker.partition_log(name, idx) if name is not None else None
+            epoch_here = -1 if lg is None else lg.leader_epoch
+            if lg is None and name is not None and replica < 0 and rack is not None:
+                f = replicas.following.get((name, idx))
+                if f is not None:  # KIP-392: a consumer may read a follower, up to its HW
+                    lg, epoch_here = f.log, f.leader_epoch
             if lg is None:
                 code = unknown if name is None else broker.partition_error(name, idx)
                 if code == Err.UNKNOWN_TOPIC_OR_PARTITION:
@@ -71,13 +99,49 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                                           current_leader=leader))
                 errors = True
                 continue
+            lead = replicas.leadership(name, idx)  # type: ignore[arg-type]
+            code = _epoch_error(fp, epoch_here)
+            if replica >= 0 and (lead is None or replica not in lead.state.replicas):
+                code = Err.NOT_LEADER_OR_FOLLOWER  # Kafka: not one of the assigned replicas
+            if code:
+                out.append(FetchPartition(idx, code, -1, -1, -1, None, b""))
+                errors = True
+                continue
+            if lead is not None and rack and replica < 0:
+                preferred = replicas.preferred_read_replica(lead, rack, fp.fetch_offset)
+                if preferred >= 0:  # KIP-392: read there instead (no records from here)
+                    out.append(FetchPartition(idx, 0, lg.high_watermark, lg.last_stable_offset,
+                                              lg.log_start_offset, None, b"",
+                                              preferred_read_replica=preferred))
+                    errors = True  # answered at once
+                    continue
             logs.append(lg)
             hw = lg.high_watermark
             lso = lg.last_stable_offset
             start = lg.log_start_offset
             offset = fp.fetch_offset
-            if offset == (lso if read_committed else hw) and offset >= start:
+            upper: int | None = lso if read_committed else hw
+            if replica >= 0 and lead is not None:
+                upper = lg.end_offset  # a follower reads to the log end
+                div = divergence(functools.partial(end_offset_for, lg),
+                                 getattr(fp, "last_fetched_epoch", -1), offset)
+                if div is not None:
+                    out.append(FetchPartition(idx, 0, hw, lso, start, None, b"", diverging=div))
+                    errors = True  # answered at once: the follower truncates first
+                    continue
+                if start <= offset <= lg.end_offset:
+                    replicas.on_follower_fetch(lead, replica, offset, replica_epoch)
+                    hw, lso = lg.high_watermark, lg.last_stable_offset
+                if offset == lg.end_offset:
+                    out.append(FetchPartition(idx, 0, hw, lso, start, None, b""))
+                    continue
+            elif offset == upper and offset >= start:
                 # caught up (the usual long-poll wake-up): nothing to read, no file access
+                out.append(FetchPartition(idx, 0, hw, lso, start, [] if read_committed else None,
+                                          b""))
+                continue
+            elif hw < offset <= lg.end_offset:
+                # between the high watermark and the log end: valid, nothing to give yet
                 out.append(FetchPartition(idx, 0, hw, lso, start, [] if read_committed else None,
                                           b""))
                 continue
@@ -91,7 +155,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
             if limit > 0 or total == 0:
                 try:
                     found = lg.read_slice(offset, limit, whole_first=(total == 0),
-                                          upper=lso if read_committed else None)
+                                          upper=upper)
                 except OffsetOutOfRange:
                     error = Err.OFFSET_OUT_OF_RANGE
                     errors = True

@@ -4,14 +4,17 @@ leader of some of the transaction's partitions, to write its COMMIT/ABORT marker
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from samsa.protocol.errors import Err
 from samsa.protocol.records import CONTROL_ABORT, CONTROL_COMMIT
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
+    from samsa.storage.log import PartitionLog
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -24,14 +27,17 @@ async def write_local(broker: Broker, producer_id: int, epoch: int, commit: bool
     marker = CONTROL_COMMIT if commit else CONTROL_ABORT
     codes: dict[tuple[str, int], int] = {}
     flush = []
+    written: list[tuple[tuple[str, int], PartitionLog, int]] = []
     offsets = False
     for tp in partitions:
         lg = broker.partition_log(*tp)
         if lg is None:
             codes[tp] = broker.partition_error(*tp)
             continue
-        lg.append_marker(producer_id, epoch, marker, coordinator_epoch)
+        lg.append_marker(producer_id, epoch, marker, coordinator_epoch,
+                         leader_epoch=lg.leader_epoch)
         codes[tp] = 0
+        written.append((tp, lg, lg.end_offset))
         offsets = offsets or tp[0] == OFFSETS_TOPIC
         if lg.flush_due:
             flush.append(lg)
@@ -39,6 +45,13 @@ async def write_local(broker: Broker, producer_id: int, epoch: int, commit: bool
         broker.groups.complete_txn(producer_id, commit)
     for lg in flush:
         await lg.flush()
+    # as Kafka (acks=all): a marker counts once the ISR has it; otherwise the coordinator retries
+    timeout_s = broker.config.get_int("replica.socket.timeout.ms") / 1000
+    results = await asyncio.gather(*(broker.replicas.wait_replicated(lg, end, timeout_s)
+                                     for _, lg, end in written))
+    for (tp, _, _), code in zip(written, results, strict=True):
+        if code and code != Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            codes[tp] = code
     return codes
 
 

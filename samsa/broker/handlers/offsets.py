@@ -16,22 +16,36 @@ if TYPE_CHECKING:
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
+def _leader_epoch_error(current: int, epoch: int) -> int:
+    """Kafka's check of a request's current_leader_epoch (-1: not given) against the leader's:
+    an older one is fenced, a newer one not known here yet."""
+    if current < 0 or current == epoch:
+        return 0
+    return Err.FENCED_LEADER_EPOCH if current < epoch else Err.UNKNOWN_LEADER_EPOCH
+
+
 def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
+    follower = getattr(req, "replica_id", -1) >= 0  # a follower asks for the log end, unbounded
     for t in req.topics:
         parts = []
         for p in t.partitions:
             lg = broker.partition_log(t.name, p.partition_index)
             r: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
-                                 "timestamp": -1, "offset": -1, "leader_epoch": 0}
+                                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            code = 0 if lg is None else _leader_epoch_error(
+                getattr(p, "current_leader_epoch", -1), lg.leader_epoch)
             if lg is None:
                 r["error_code"] = broker.partition_error(t.name, p.partition_index)
-                r["leader_epoch"] = -1
+            elif code:
+                r["error_code"] = code
             else:
+                r["leader_epoch"] = lg.epochs.latest_epoch
                 ts = p.timestamp
                 if ts == LATEST:
                     committed = getattr(req, "isolation_level", 0) == 1
-                    r["offset"] = lg.last_stable_offset if committed else lg.high_watermark
+                    r["offset"] = (lg.end_offset if follower else
+                                   lg.last_stable_offset if committed else lg.high_watermark)
                 elif ts in (EARLIEST, EARLIEST_LOCAL):
                     r["offset"] = lg.log_start_offset
                 elif ts == LATEST_TIERED:
@@ -70,4 +84,27 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                     r["error_code"] = Err.OFFSET_OUT_OF_RANGE
             parts.append(r)
         topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """OffsetForLeaderEpoch (KIP-101/KIP-320): the end offset of the largest leader epoch at or
+    below the one asked for, in the leader's log. Consumers use it after a leader change to see
+    whether the log they read was truncated."""
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            r: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
+                                 "end_offset": -1}
+            lg = broker.partition_log(t.topic, p.partition)
+            if lg is None:
+                r["error_code"] = broker.partition_error(t.topic, p.partition)
+            elif code := _leader_epoch_error(p.current_leader_epoch, lg.leader_epoch):
+                r["error_code"] = code
+            else:
+                r["leader_epoch"], r["end_offset"] = lg.epochs.end_offset_for(p.leader_epoch,
+                                                                              lg.end_offset)
+            parts.append(r)
+        topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}

@@ -4,6 +4,7 @@ according to acks. A rejected batch leaves the log and the producer state untouc
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +76,7 @@ def _append_one(lg: PartitionLog, index: int, records: bytes | None,
     if target is not None and target != h.compression:
         data = recompress(data, target)
     try:
-        base, append_time = lg.append(data, now_ms)
+        base, append_time = lg.append(data, now_ms, lg.leader_epoch)
     except ProducerStateError as e:
         return _error(index, e.code, str(e))
     return {"index": index, "error_code": 0, "base_offset": base,
@@ -101,6 +102,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     now_ms = int(time.time() * 1000)
     responses = []
     to_flush: list[PartitionLog] = []
+    to_replicate: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     hints: LeaderHints | None = None
     for td in req.topic_data:
         parts = []
@@ -116,23 +118,45 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     hints = hints or LeaderHints(broker, ctx)
                     parts[-1]["current_leader"] = hints.current_leader(td.name, pd.index)
                 continue
+            if acks == -1 and (code := broker.replicas.min_isr_error(td.name, pd.index)):
+                parts.append(_error(pd.index, code, _NOT_ENOUGH.get(code)))
+                continue
             r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
                             ctx.version)
-            if r["error_code"] == 0 and lg.flush_due:
-                to_flush.append(lg)
+            if r["error_code"] == 0:
+                if lg.flush_due:
+                    to_flush.append(lg)
+                if acks == -1 and lg.high_watermark < lg.end_offset:
+                    to_replicate.append((lg, lg.end_offset, r))
             parts.append(r)
         responses.append({"name": td.name, "partition_responses": parts})
     endpoints = hints.node_endpoints() or [] if hints is not None else None
-    if to_flush:
-        return _flush_then(to_flush, ctx, responses, acks, endpoints)
+    if to_flush or to_replicate:
+        return _complete_then(broker, to_flush, to_replicate, req.timeout.total_seconds(), ctx,
+                              responses, acks, endpoints)
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
                                                           responses, endpoints)
 
 
-async def _flush_then(logs: list[PartitionLog], ctx: RequestContext,
-                      responses: list[dict[str, Any]], acks: int,
-                      endpoints: list[NodeEndpoint] | None) -> list[bytes] | None:
+_NOT_ENOUGH: dict[int, str] = {Err.NOT_ENOUGH_REPLICAS: "The size of the current ISR is smaller than "
+               "min.insync.replicas for this partition"}
+
+
+async def _complete_then(broker: Broker, logs: list[PartitionLog],
+                         replicate: list[tuple[PartitionLog, int, dict[str, Any]]],
+                         timeout_s: float, ctx: RequestContext,
+                         responses: list[dict[str, Any]], acks: int,
+                         endpoints: list[NodeEndpoint] | None) -> list[bytes] | None:
+    """Flush what the flush policy asks for, then (acks=all) wait until the high watermark has
+    passed each partition's append (Kafka's DelayedProduce): a partition that times out or
+    whose ISR fell below min.insync.replicas gets that error instead of its offset."""
     for lg in logs:
         await lg.flush()
+    if replicate:
+        codes = await asyncio.gather(*(broker.replicas.wait_replicated(lg, end, timeout_s)
+                                       for lg, end, _ in replicate))
+        for (_, _, r), code in zip(replicate, codes, strict=True):
+            if code:
+                r.update(_error(r["index"], code))
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
                                                           responses, endpoints)

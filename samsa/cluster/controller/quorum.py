@@ -16,6 +16,8 @@ above it: the offset after the last committed record (and above every epoch it h
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,19 +38,35 @@ from ..metadata.image import INTERNAL_TOPICS, BrokerRegistration, MetadataImage,
 from ..metadata.records import (
     BROKER_RESOURCE,
     NO_LEADER,
+    NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
     FeatureLevelRecord,
-    PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
+)
+from .partition_change import (
+    RECOVERED,
+    RECOVERING,
+    Election,
+    build_change,
+    merged,
+)
+from .partitions import (
+    Reassigning,
+    alter_reassignments,
+    elect_leaders,
+    list_reassignments,
+    rebalance_elections,
+    unclean_elections,
+    warn_unclean,
 )
 from .placement import place_replicas
 from .sessions import BrokerSessions
@@ -59,8 +77,10 @@ from .validation import (
     validate_topic_name,
 )
 
-__all__ = ["BOOTSTRAP_METADATA_VERSION", "PRODUCER_ID_BLOCK", "HeartbeatReply",
+__all__ = ["BOOTSTRAP_METADATA_VERSION", "PRODUCER_ID_BLOCK", "HeartbeatReply", "IsrChange",
            "QuorumController"]
+
+log = logging.getLogger("samsa.controller")
 
 # Kafka's ProducerIdControlManager hands out blocks of this size.
 PRODUCER_ID_BLOCK = 1000
@@ -71,6 +91,10 @@ _MAX_PRODUCER_ID = 2**63 - 1
 BOOTSTRAP_METADATA_VERSION = 19
 _FENCE, _UNFENCE, _SHUTTING_DOWN = 1, -1, 1
 _DEFAULT_SESSION_MS = 9000
+# how often offline partitions are looked at for unclean elections (besides when a leader is
+# fenced), and at most how many such elections one look makes
+UNCLEAN_CHECK_MS = 1000
+MAX_ELECTIONS_PER_CHECK = 1000
 
 Propose = Callable[[list[Record]], Awaitable[int]]
 Assignments = Sequence[tuple[int, Sequence[int]]]
@@ -87,6 +111,19 @@ class HeartbeatReply:
     error_message: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One partition of an AlterPartition request: the leader's view (epochs) and its new ISR
+    as (broker id, broker epoch or -1) pairs."""
+
+    topic_id: uuid.UUID
+    partition: int
+    leader_epoch: int
+    new_isr: tuple[tuple[int, int], ...]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
 class QuorumController:
     def __init__(self, config: BrokerConfig, image: MetadataImage, propose: Propose,
                  clock: Callable[[], int], *, rng: random.Random | None = None) -> None:
@@ -101,6 +138,8 @@ class QuorumController:
         self._last_epoch = -1
         self.sessions = BrokerSessions(_config_int(config, "broker.session.timeout.ms",
                                                    _DEFAULT_SESSION_MS))
+        self._next_unclean_check = 0
+        self._next_rebalance = 0
 
     # ---- activation ------------------------------------------------------------------------
 
@@ -111,7 +150,9 @@ class QuorumController:
             if "metadata.version" not in self.image.features:
                 await self._propose([FeatureLevelRecord("metadata.version",
                                                         BOOTSTRAP_METADATA_VERSION)])
-            self.sessions.reset(list(self.image.brokers), self._clock(), self.image.offset)
+            now = self._clock()
+            self.sessions.reset(list(self.image.brokers), now, self.image.offset)
+            self._next_rebalance = now + self._rebalance_interval_ms()
 
     # ---- topics ----------------------------------------------------------------------------
 
@@ -256,6 +297,128 @@ class QuorumController:
                                                    first + PRODUCER_ID_BLOCK)])
             return first, PRODUCER_ID_BLOCK
 
+    # ---- partitions: ISR changes (AlterPartition) --------------------------------------------
+
+    async def alter_partition(self, broker_id: int, broker_epoch: int, topic_id: uuid.UUID,
+                              partition: int, leader_epoch: int,
+                              new_isr: Sequence[tuple[int, int]], leader_recovery_state: int,
+                              partition_epoch: int) -> tuple[int, PartitionState | None]:
+        """A partition leader's new ISR (Kafka's AlterPartition for one partition): the error
+        code, and the partition as it now is when the change was accepted."""
+        change = IsrChange(topic_id, partition, leader_epoch, tuple(new_isr),
+                           leader_recovery_state, partition_epoch)
+        code, results = await self.alter_partitions(broker_id, broker_epoch, [change])
+        return (code, None) if code else results[0]
+
+    async def alter_partitions(self, broker_id: int, broker_epoch: int,
+                               changes: Sequence[IsrChange]
+                               ) -> tuple[int, list[tuple[int, PartitionState | None]]]:
+        """AlterPartition: (top-level error, one (error, new state) per change). Each change is
+        checked as Kafka's controller checks it; the accepted ones are written in one batch. A
+        change that completes a reassignment and moves the leader away from the sender answers
+        NEW_LEADER_ELECTED (the record is written all the same)."""
+        async with self._lock:
+            try:
+                self._check_broker_epoch(broker_id, broker_epoch)
+            except ControllerError as e:
+                return e.code, []
+            records: list[Record] = []
+            results: list[tuple[int, PartitionState | None]] = []
+            pending: dict[tuple[uuid.UUID, int], PartitionState] = {}
+            for ch in changes:
+                t = self.image.by_id.get(ch.topic_id)
+                if t is None:
+                    results.append((Err.UNKNOWN_TOPIC_ID, None))
+                    continue
+                key = (ch.topic_id, ch.partition)
+                ps = pending.get(key) or t.partitions.get(ch.partition)
+                if ps is None:
+                    results.append((Err.UNKNOWN_TOPIC_OR_PARTITION, None))
+                    continue
+                code = self._check_isr_change(broker_id, ps, ch)
+                if code:
+                    log.info("AlterPartition from broker %d for %s-%d refused: %s", broker_id,
+                             t.name, ch.partition, Err.name_of(code))
+                    results.append((code, None))
+                    continue
+                rec, _ = build_change(
+                    ps, t.topic_id, ch.partition, self._acceptable_leader(),
+                    isr=[b for b, _ in ch.new_isr], recovery=ch.leader_recovery_state,
+                    election=Election.UNCLEAN if self._unclean_enabled(t.name)
+                    else Election.ONLINE)
+                if rec is not None:
+                    records.append(rec)
+                    ps = pending[key] = merged(ps, rec)
+                    if rec.leader not in (NO_LEADER_CHANGE, broker_id):
+                        log.info("AlterPartition from broker %d completed the reassignment of "
+                                 "%s-%d and moved its leader to %d", broker_id, t.name,
+                                 ch.partition, rec.leader)
+                        results.append((Err.NEW_LEADER_ELECTED, None))
+                        continue
+                results.append((Err.NONE, dataclasses.replace(ps)))
+            if records:
+                await self._propose(records)
+            return Err.NONE, results
+
+    def _check_isr_change(self, broker_id: int, ps: PartitionState, ch: IsrChange) -> int:
+        """Kafka's validateAlterPartitionData, in its order."""
+        if ch.leader_epoch > ps.leader_epoch or ch.partition_epoch > ps.partition_epoch:
+            return Err.NOT_CONTROLLER  # the sender has seen more: this controller is stale
+        if ch.leader_epoch < ps.leader_epoch:
+            return Err.FENCED_LEADER_EPOCH
+        if broker_id != ps.leader:
+            return Err.INVALID_REQUEST
+        if ch.partition_epoch < ps.partition_epoch:
+            return Err.INVALID_UPDATE_VERSION
+        ids = [b for b, _ in ch.new_isr]
+        if len(set(ids)) != len(ids) or not set(ids) <= set(ps.replicas):
+            return Err.INVALID_REQUEST
+        if ps.leader not in ids:
+            return Err.INVALID_REQUEST  # the ISR always holds its leader
+        if ch.leader_recovery_state not in (RECOVERED, RECOVERING):
+            return Err.INVALID_REQUEST
+        if ch.leader_recovery_state == RECOVERING and len(ids) > 1:
+            return Err.INVALID_REQUEST
+        if ps.leader_recovery_state == RECOVERED and ch.leader_recovery_state == RECOVERING:
+            return Err.INVALID_REQUEST
+        for b, epoch in ch.new_isr:
+            reg = self.image.brokers.get(b)
+            if (reg is None or reg.fenced or reg.in_controlled_shutdown
+                    or (epoch != -1 and epoch != reg.broker_epoch)):
+                return Err.INELIGIBLE_REPLICA
+        return Err.NONE
+
+    # ---- partitions: elections and reassignments --------------------------------------------
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, Sequence[int]]] | None
+                            ) -> list[tuple[str, list[tuple[int, int, str | None]]]]:
+        """ElectLeaders (0 preferred, 1 unclean): per topic, (partition, error, message); None
+        means every partition. INVALID_REQUEST (raised) for another election type."""
+        async with self._lock:
+            records, results = elect_leaders(self.image, election_type, partitions,
+                                             self._acceptable_leader())
+            if records:
+                await self._propose(list(records))
+            return results
+
+    async def alter_reassignments(self, requests: Sequence[tuple[str, int, Sequence[int] | None]]
+                                  ) -> list[tuple[int, str | None]]:
+        """AlterPartitionReassignments: (topic, partition, target replicas, or None to cancel)
+        each; one (error, message) per entry, all accepted changes written in one batch."""
+        async with self._lock:
+            records, results = alter_reassignments(self.image, requests,
+                                                   self._acceptable_leader(),
+                                                   self._unclean_enabled)
+            if records:
+                await self._propose(list(records))
+            return results
+
+    def list_reassignments(self, topics: Sequence[tuple[str, Sequence[int]]] | None
+                           ) -> list[tuple[str, list[Reassigning]]]:
+        """ListPartitionReassignments, from the committed image."""
+        return list_reassignments(self.image, topics)
+
     # ---- brokers ---------------------------------------------------------------------------
 
     async def register_broker(self, broker_id: int, incarnation_id: uuid.UUID, cluster_id: str,
@@ -334,13 +497,36 @@ class QuorumController:
             return HeartbeatReply(Err.NONE, caught_up, fenced, should_shut_down)
 
     async def tick(self) -> None:
-        """Fence every unfenced broker not heard from for broker.session.timeout.ms."""
+        """Fence every unfenced broker not heard from for broker.session.timeout.ms; then, every
+        UNCLEAN_CHECK_MS, unclean elections for offline partitions of topics that allow them,
+        and every leader.imbalance.check.interval.seconds (with auto.leader.rebalance.enable)
+        preferred elections where leadership is imbalanced."""
         async with self._lock:
             now = self._clock()
             for broker_id in sorted(self.image.brokers):
                 reg = self.image.brokers.get(broker_id)
                 if reg is not None and not reg.fenced and self.sessions.expired(broker_id, now):
                     await self._propose(self._fence(reg))
+            if now >= self._next_unclean_check:
+                self._next_unclean_check = now + UNCLEAN_CHECK_MS
+                records: list[Record] = list(unclean_elections(
+                    self.image, self._acceptable_leader(), self._unclean_enabled,
+                    MAX_ELECTIONS_PER_CHECK))
+                if records:
+                    await self._propose(records)
+            if now >= self._next_rebalance:
+                self._next_rebalance = now + self._rebalance_interval_ms()
+                if _config_bool(self.config, "auto.leader.rebalance.enable", True):
+                    records = list(rebalance_elections(
+                        self.image, self._acceptable_leader(),
+                        _config_int(self.config, "leader.imbalance.per.broker.percentage", 10)))
+                    if records:
+                        log.info("Leader imbalance: %d preferred leader election(s)",
+                                 len(records))
+                        await self._propose(records)
+
+    def _rebalance_interval_ms(self) -> int:
+        return 1000 * _config_int(self.config, "leader.imbalance.check.interval.seconds", 300)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -450,39 +636,67 @@ class QuorumController:
     def _leadership_away(self, broker_id: int) -> list[Record]:
         """Partition changes taking `broker_id` out of leadership and ISRs: a partition it leads
         goes to another usable ISR member in replica order, else offline (leader -1) with its ISR
-        unchanged, so only a member of the ISR can lead it again (no unclean election)."""
-        usable = set(self._usable_brokers()) - {broker_id}
+        unchanged, so only a member of the ISR can lead it again; with
+        unclean.leader.election.enable, to any usable replica instead (data may be lost)."""
+        acceptable = self._acceptable_leader(exclude=broker_id)
         out: list[Record] = []
         for t in self.image.topics.values():
+            unclean = None
             for pid, ps in sorted(t.partitions.items()):
                 if broker_id not in ps.isr and ps.leader != broker_id:
                     continue
-                rest = tuple(b for b in ps.isr if b != broker_id)
-                if ps.leader == broker_id:
-                    heir = _first_in(ps, usable)
-                    if heir is None:
-                        out.append(PartitionChangeRecord(pid, t.topic_id, leader=NO_LEADER))
-                    else:
-                        out.append(PartitionChangeRecord(pid, t.topic_id, isr=rest, leader=heir))
-                elif rest:
-                    out.append(PartitionChangeRecord(pid, t.topic_id, isr=rest))
+                if unclean is None:
+                    unclean = self._unclean_enabled(t.name)
+                rec, was_unclean = build_change(
+                    ps, t.topic_id, pid, acceptable,
+                    isr=[b for b in ps.isr if b != broker_id],
+                    election=Election.UNCLEAN if unclean else Election.ONLINE)
+                if rec is not None:
+                    if was_unclean:
+                        warn_unclean(t.name, pid, rec.leader, ps.isr)
+                    out.append(rec)
         return out
 
     def _leadership_back(self, broker_id: int) -> list[Record]:
-        """Offline partitions whose ISR holds `broker_id` get it back as leader."""
+        """Offline partitions whose ISR holds `broker_id` get it back as leader (it is being
+        unfenced in the same batch)."""
+        acceptable = self._acceptable_leader(include=broker_id)
         out: list[Record] = []
         for t in self.image.topics.values():
             for pid, ps in sorted(t.partitions.items()):
                 if ps.leader == NO_LEADER and broker_id in ps.isr:
-                    out.append(PartitionChangeRecord(pid, t.topic_id, leader=broker_id))
+                    rec, _ = build_change(ps, t.topic_id, pid, acceptable)
+                    if rec is not None:
+                        out.append(rec)
         return out
 
+    def _acceptable_leader(self, exclude: int | None = None,
+                           include: int | None = None) -> Callable[[int], bool]:
+        """Kafka's leader acceptor: a broker may lead when it is unfenced and not shutting down
+        (`exclude` is being fenced, `include` unfenced, in the batch being built)."""
+        usable = set(self._usable_brokers())
+        if exclude is not None:
+            usable.discard(exclude)
+        if include is not None:
+            usable.add(include)
+        return usable.__contains__
 
-def _first_in(ps: PartitionState, usable: set[int]) -> int | None:
-    for b in ps.replicas:
-        if b in ps.isr and b in usable:
-            return b
-    return None
+    def _unclean_enabled(self, topic: str) -> bool:
+        """unclean.leader.election.enable: the topic's own, else the dynamic broker setting
+        (this controller's node, then cluster-wide), else the static one."""
+        name = "unclean.leader.election.enable"
+        t = self.image.topics.get(topic)
+        for layer in (t.configs if t is not None else {},
+                      self.image.node_configs.get(self.config.node_id, {}),
+                      self.image.cluster_configs):
+            if name in layer:
+                return layer[name].strip().lower() == "true"
+        return self.config.get_bool(name)
+
+
+def _config_bool(config: BrokerConfig, name: str, default: bool) -> bool:
+    v = config.get(name)
+    return default if v is None else v.strip().lower() == "true"
 
 
 def _config_int(config: BrokerConfig, name: str, default: int) -> int:

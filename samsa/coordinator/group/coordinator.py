@@ -273,6 +273,22 @@ class GroupCoordinator(ConsumerProtocolMixin):
         if n:
             log.info("loaded %d group records: %d groups", n, len(self.groups))
 
+    def unload(self, partitions: set[int]) -> None:
+        """This broker no longer leads these __consumer_offsets partitions: forget their groups
+        (the new leader replays them), so a later return replays the log again."""
+        self.loaded -= partitions
+        of = self.topic.partition_of
+        for gid in [g for g in self.groups if of(g) in partitions]:
+            del self.groups[gid]
+        for gid in [g for g in self.consumer_groups if of(g) in partitions]:
+            del self.consumer_groups[gid]
+        for pid in list(self.pending_txn):
+            left = {k: v for k, v in self.pending_txn[pid].items() if of(k[0]) not in partitions}
+            if left:
+                self.pending_txn[pid] = left
+            else:
+                del self.pending_txn[pid]
+
     def start(self) -> None:
         self._tasks.append(asyncio.create_task(self._expiry_loop()))
         self._tasks.append(asyncio.create_task(self._offset_retention_loop()))

@@ -135,6 +135,14 @@ class TransactionCoordinator:
                 if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                     self._complete_soon(meta)
 
+    def unload(self, partitions: set[int]) -> None:
+        """This broker no longer leads these __transaction_state partitions: forget their
+        transactions (the new leader replays them and completes decided ones)."""
+        self.loaded -= partitions
+        of = self.topic.partition_of
+        for tid in [t for t in self.txns if of(t) in partitions]:
+            del self.txns[tid]
+
     def start(self) -> None:
         self._started = True
         self._tasks.append(asyncio.create_task(self._recover_then_watch()))

@@ -1,0 +1,216 @@
+"""Partition replication on a real 3-broker cluster (issue 14): followers copy the leader's
+batches byte for byte, acks=all waits for the ISR, a kill -9 of the leader loses no acknowledged
+record, the returning broker truncates what it alone had and rejoins the ISR, and Kafka's epoch
+checks answer stale and unknown leader epochs and non-replica followers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from samsa.testing import SamsaCluster
+from tests.cluster_util import wait_until
+from tests.wire import Wire
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+TOPIC = "replicated"
+FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH = 1, 2, 3, 23
+NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 6, 74, 75
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SamsaCluster]:
+    with SamsaCluster(3, overrides={"broker.session.timeout.ms": "3000",
+                                    "broker.heartbeat.interval.ms": "500",
+                                    "replica.lag.time.max.ms": "3000",
+                                    "offsets.topic.replication.factor": "3",
+                                    "offsets.topic.num.partitions": "3",
+                                    "transaction.state.log.replication.factor": "3",
+                                    "transaction.state.log.num.partitions": "3",
+                                    "group.initial.rebalance.delay.ms": "0"}) as c:
+        c.wait_brokers(3)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        fs = admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])
+        fs[TOPIC].result(30)
+        yield c
+
+
+def partition_view(c: SamsaCluster, topic: str = TOPIC, p: int = 0) -> dict[str, Any]:
+    """Leader, epoch, replicas and ISR of a partition, as a live broker's Metadata says."""
+    for node in c.brokers:
+        if not node.running:
+            continue
+        try:
+            w = Wire(node.bootstrap, timeout=5)
+        except OSError:
+            continue
+        try:
+            resp = w.request(METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                            "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+        finally:
+            w.close()
+        for t in resp.topics:
+            for part in t.partitions:
+                if part.partition_index == p:
+                    return {"leader": part.leader_id, "epoch": part.leader_epoch,
+                            "replicas": tuple(part.replica_nodes), "isr": tuple(part.isr_nodes)}
+    raise AssertionError("no live broker answered Metadata")
+
+
+def produce(c: SamsaCluster, values: list[bytes]) -> list[tuple[bytes, int]]:
+    """acks=all idempotent produce; (value, offset) of each acknowledged record."""
+    from confluent_kafka import Producer
+
+    acked: list[tuple[bytes, int]] = []
+    errors: list[Any] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append((msg.value(), msg.offset()))
+        else:
+            errors.append(err)
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5, "message.timeout.ms": 60000})
+    for v in values:
+        p.produce(TOPIC, v, on_delivery=report)
+        p.poll(0)
+    assert p.flush(90) == 0
+    assert not errors, errors
+    return acked
+
+
+def consume_all(c: SamsaCluster, expect: int) -> list[tuple[int, bytes]]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"g-{time.monotonic_ns()}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    cons.assign([TopicPartition(TOPIC, 0, 0)])
+    out: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    while len(out) < expect and time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and m.error() is None:
+            out.append((m.offset(), m.value()))
+    cons.close()
+    return out
+
+
+def segment_bytes(c: SamsaCluster, node_id: int, topic: str = TOPIC, p: int = 0) -> bytes:
+    d = Path(c.node(node_id).spec.log_dir) / f"{topic}-{p}"
+    return b"".join(f.read_bytes() for f in sorted(d.glob("*.log")))
+
+
+def wait_identical(c: SamsaCluster, nodes: list[int], timeout: float = 30) -> bytes:
+    def same() -> bytes | None:
+        data = {n: segment_bytes(c, n) for n in nodes}
+        first = data[nodes[0]]
+        return first if first and all(v == first for v in data.values()) else None
+    return wait_until("replicas byte-identical", same, timeout)
+
+
+def test_followers_copy_the_leader_byte_for_byte(cluster: SamsaCluster) -> None:
+    view = wait_until("full ISR", lambda: (v := partition_view(cluster))["leader"] >= 0
+                      and len(v["isr"]) == 3 and v, 30)
+    acked = produce(cluster, [f"a-{i}".encode() for i in range(300)])
+    assert len(acked) == 300
+    data = wait_identical(cluster, list(view["replicas"]))
+    assert len(data) > 300 * 5
+
+
+def test_leader_kill_loses_no_acknowledged_record(cluster: SamsaCluster) -> None:
+    before = wait_until("full ISR", lambda: (v := partition_view(cluster))["leader"] >= 0
+                        and len(v["isr"]) == 3 and v, 30)
+    acked = produce(cluster, [f"b-{i}".encode() for i in range(200)])
+    old = before["leader"]
+    cluster.node(old).kill()
+    after = wait_until("a new leader", lambda: (v := partition_view(cluster))["leader"]
+                       not in (-1, old) and v, 30)
+    assert after["epoch"] > before["epoch"]
+    assert old not in after["isr"]
+    acked += produce(cluster, [f"c-{i}".encode() for i in range(200)])
+    # the returning broker catches up from the new leader and rejoins the ISR
+    cluster.node(old).restart()
+    wait_until("the old leader back in the ISR",
+               lambda: old in partition_view(cluster)["isr"], 60)
+    wait_identical(cluster, list(after["replicas"]))
+    end = max(o for _, o in acked) + 1
+    seen = consume_all(cluster, end)
+    values = [v for _, v in seen]
+    for v, off in acked:
+        assert (off, v) in seen, f"acknowledged {v!r} at {off} is missing"
+    assert len(values) == len(set(values)), "duplicates"
+    offsets = [o for o, _ in seen]
+    assert offsets == sorted(offsets)
+
+
+def _fetch_body(topic_id: Any, epoch: int, offset: int, replica: int = -1,
+                last_epoch: int = -1) -> dict[str, Any]:
+    return {"replica_state": {"replica_id": replica, "replica_epoch": -1},
+            "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": last_epoch, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _topic_id(w: Wire) -> Any:
+    resp = w.request(METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                    "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False})
+    return resp.topics[0].topic_id
+
+
+def test_epoch_checks_and_offset_for_leader_epoch(cluster: SamsaCluster) -> None:
+    import datetime
+
+    view = wait_until("a leader", lambda: (v := partition_view(cluster))["leader"] >= 0 and v, 30)
+    leader = cluster.node(view["leader"])
+    w = Wire(leader.bootstrap)
+    try:
+        tid = _topic_id(w)
+
+        def fetch(**kw: Any) -> Any:
+            body = _fetch_body(tid, **kw)
+            body["max_wait"] = datetime.timedelta(0)
+            return w.request(FETCH, 15, body).responses[0].partitions[0]
+
+        epoch = view["epoch"]
+        assert fetch(epoch=epoch, offset=0).error_code == 0
+        assert fetch(epoch=epoch - 1, offset=0).error_code == FENCED_LEADER_EPOCH
+        assert fetch(epoch=epoch + 1, offset=0).error_code == UNKNOWN_LEADER_EPOCH
+        # a "follower" that is not a replica of the partition (node 99)
+        assert fetch(epoch=epoch, offset=0, replica=99).error_code == NOT_LEADER_OR_FOLLOWER
+        # a follower claiming an epoch the leader never had diverges at once
+        p = fetch(epoch=epoch, offset=10**6, replica=view["replicas"][-1]
+                  if view["replicas"][-1] != view["leader"] else view["replicas"][0],
+                  last_epoch=epoch + 5)
+        assert p.error_code == 0 and p.diverging_epoch.epoch <= epoch
+        # OffsetForLeaderEpoch: the current epoch ends at the log end; epoch 0 ended where the
+        # first leader change happened (earlier test), strictly below the log end
+        resp = w.request(OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+            {"topic": TOPIC, "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": epoch},
+                {"partition": 0, "current_leader_epoch": epoch, "leader_epoch": 0},
+                {"partition": 0, "current_leader_epoch": epoch - 1, "leader_epoch": 0}]}]})
+        cur, first, stale = resp.topics[0].partitions
+        lo = w.request(LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": epoch,
+                                            "timestamp": -1}]}]}).topics[0].partitions[0]
+        assert cur.error_code == 0 and cur.leader_epoch == epoch
+        assert cur.end_offset >= lo.offset
+        assert first.error_code == 0 and first.leader_epoch == 0 and first.end_offset < lo.offset
+        assert stale.error_code == FENCED_LEADER_EPOCH
+        assert lo.leader_epoch == epoch
+    finally:
+        w.close()
