@@ -155,7 +155,12 @@ class NodeChannel:
         data += frame
         data[8:12] = _CORR.pack(corr)  # after size, api key and api version
         try:
-            conn.writer.write(bytes(data))
+            try:
+                conn.writer.write(bytes(data))
+            except (RuntimeError, OSError) as e:
+                # uvloop raises on a transport a reset already closed, before the read loop
+                # has seen it: fail the connection (and `fut`) now
+                conn.fail_all(ChannelError(f"{self}: connection lost: {e}"))
             with contextlib.suppress(ConnectionError):
                 # a broken pipe also ends the read loop, which fails `fut`
                 await asyncio.wait_for(conn.writer.drain(), max(0.0, deadline - loop.time()))

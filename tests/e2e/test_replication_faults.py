@@ -118,7 +118,24 @@ class Faults:
             f"no acknowledged write within {timeout}s {what}; faults so far: {self.log}"
 
     def rejoin(self, node_id: int) -> None:
+        """After a fault heals: every broker unfenced and every replica of the workload's
+        partitions back in its ISR (Kafka's liveness once the network and nodes are whole)."""
         self.c.wait_brokers(len(self.c.brokers), timeout=90)
+        self.steady(f"after node {node_id} came back")
+
+    def steady(self, what: str, timeout: float = 60.0) -> None:
+        if self.rf == 1:
+            return
+
+        def full() -> bool:
+            for topic in (TOPIC, TXN_TOPIC):
+                view = metadata(self.c.brokers[0].bootstrap, topic, timeout=2.0)[1]
+                if len(view) != PARTITIONS or any(
+                        i.leader < 0 or sorted(i.isr) != sorted(i.replicas) for i in view.values()):
+                    return False
+            return True
+
+        wait_until(f"every ISR full {what}", full, timeout, 0.2)
 
     def kill9(self, k: int) -> None:
         p = self.rng.randrange(PARTITIONS)
@@ -225,6 +242,29 @@ class Faults:
         self.report.faults["delayed links"] += 1
 
 
+def layouts(c: SamsaCluster) -> str:
+    """Each live broker's view of the workload's partitions (leader, epoch, replicas, ISR)."""
+    lines = []
+    for node in c.brokers:
+        if not node.running or node.paused:
+            lines.append(f"node {node.node_id}: {'paused' if node.paused else 'down'}")
+            continue
+        for topic in (TOPIC, TXN_TOPIC):
+            try:
+                view = metadata(node.bootstrap, topic, timeout=2.0)[1]
+            except OSError as e:
+                lines.append(f"node {node.node_id} {topic}: {e}")
+                continue
+            lines.append(f"node {node.node_id} {topic}: " + "; ".join(
+                f"{p}: leader {i.leader} epoch {i.leader_epoch} isr {list(i.isr)}"
+                for p, i in sorted(view.items())))
+    try:
+        lines.append(f"brokers (id, fenced): {c.describe_cluster()}")
+    except ConnectionError as e:
+        lines.append(str(e))
+    return "\n".join(lines)
+
+
 def schedule(rng: random.Random) -> list[str]:
     soak = int(os.environ.get("SAMSA_SOAK_FAULTS", "0"))
     if soak > 0:
@@ -254,8 +294,13 @@ def test_workload_survives_leader_faults(tmp_path: Path) -> None:
         stopped = False
         try:
             faults.progress("before the first fault")
+            faults.steady("before the first fault")
             for k, kind in enumerate(schedule(rng)):
-                getattr(faults, kind)(k)
+                try:
+                    getattr(faults, kind)(k)
+                except (AssertionError, TimeoutError) as e:
+                    raise AssertionError(f"seed={seed} fault {k} ({kind}) failed: {e}\n"
+                                         f"fault log: {faults.log}\n{layouts(c)}") from e
         finally:
             c.heal()
             for n in c.nodes:

@@ -442,7 +442,13 @@ class QuorumDriver:
     def _write(self, dst: int, link: _Link, writer: asyncio.StreamWriter, frame: bytes) -> None:
         (corr,) = _CORR.unpack_from(frame, 4)
         link.inflight.add(corr)
-        writer.write(sized(frame))
+        try:
+            writer.write(sized(frame))
+        except (RuntimeError, OSError):
+            # uvloop raises on a transport a reset already closed: the reader ends on it and
+            # fails what was in flight
+            writer.close()
+            return
         loop = asyncio.get_running_loop()
 
         def timed_out() -> None:
