@@ -112,9 +112,16 @@ class LeaderEpochCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at `start_offset`. A no-op for the latest epoch at or after its
-        start; otherwise later conflicting entries are dropped first (Kafka's assign)."""
+        start; otherwise later conflicting entries are dropped first (Kafka's assign). If the
+        write fails the entries stay as they were (the caller's append fails with it, and a retry
+        writes the entry again)."""
+        before = list(self.entries)
         if self._assign(epoch, start_offset):
-            self._write()
+            try:
+                self._write()
+            except BaseException:
+                self.entries = before
+                raise
 
     def end_offset_for(self, epoch: int, log_end: int) -> tuple[int, int]:
         """Kafka's endOffsetFor: (the largest known epoch <= `epoch`, the start offset of the first

@@ -134,6 +134,7 @@ class FollowerAppendError(Exception):
 
 _EPOCH = struct.Struct(">i")
 EPOCH_OFFSET = 12  # partitionLeaderEpoch: before the CRC'd part (which starts at byte 21)
+INT32_MAX = 2**31 - 1
 HW_CHECKPOINT_MS = 5000  # Kafka's replica.high.watermark.checkpoint.interval.ms default
 
 
@@ -163,6 +164,9 @@ class PartitionLog:
         self.waiters: list[asyncio.Future[None]] = []
         self.deleted = False
         self.producers = ProducerStateManager(directory)
+        # the leader epoch this broker leads the partition in (stamped on appends); -1 when it
+        # does not lead it (set by the replication layer)
+        self.leader_epoch = -1
         self.epochs = LeaderEpochCache(directory / EPOCH_FILE)
         # None: the high watermark follows the log end offset (a sole replica); else the value the
         # replication layer set. Persisted in partition.meta while set.
@@ -630,15 +634,23 @@ class PartitionLog:
         pending = 0
         for bpos, h in heads:
             act = self.active
+            # index entries hold offsets relative to the segment base in 32 bits: past a gap a
+            # compacted leader left, a new segment starts at the batch
+            overflow = h.last_offset - act.base > INT32_MAX
             # segment.ms by record time, as Kafka rolls replicas: the batch's max timestamp
             # against the segment's first (the leader's clock is not known here)
             if act.size + pending > 0 and (
-                    act.size + pending + h.size > self.config.segment_bytes or act.index_full
+                    overflow or act.size + pending + h.size > self.config.segment_bytes
+                    or act.index_full
                     or (act.first_timestamp is not None
                         and h.max_timestamp - act.first_timestamp >= self.config.roll_ms)):
                 self._append_run(mv, run)
                 run, pending = [], 0
                 self.roll(h.base_offset)
+            elif overflow:  # an empty active segment far below the batch: start over at it
+                self.bases.pop()
+                self.segments.pop().delete()
+                self._roll_to(h.base_offset)
             if h.leader_epoch >= 0 and h.leader_epoch != self.epochs.latest_epoch:
                 self._append_run(mv, run)  # the cache entry precedes the batch on disk
                 run, pending = [], 0

@@ -260,7 +260,9 @@ def test_caught_up_partitions_skip_the_files(tmp_path: Path, monkeypatch: pytest
     lg = open_log(tmp_path)
     for i in range(5):
         lg.append(batch(i * 2, 2), now_ms=T0)
-    broker: Any = SimpleNamespace(partition_log=lambda name, idx: lg if name == "t" else None)
+    replicas = SimpleNamespace(leadership=lambda name, idx: None, following={})
+    broker: Any = SimpleNamespace(partition_log=lambda name, idx: lg if name == "t" else None,
+                                  replicas=replicas)
     ctx: Any = SimpleNamespace(version=12)
     hints: Any = None  # only consulted for a partition this broker does not lead
 

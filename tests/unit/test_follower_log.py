@@ -675,3 +675,64 @@ def test_truncation_and_reappend_survive_any_power_loss(tmp_path: Path) -> None:
     assert states > 100
     assert not failures, f"{len(failures)} of {states} states failed:\n" + "\n".join(failures[:8])
 
+
+
+@pytest.mark.parametrize("cut", [0, 1, 7, 13, 22, 29, 40])
+def test_segment_truncate_matches_a_rebuild_from_its_files(tmp_path: Path, cut: int) -> None:
+    """Segment.truncate_to leaves the in-memory state (offset and time index, next offset, size,
+    max timestamp) and the index files exactly as a load, and a full scan, of the cut files."""
+    from samsa.storage.segment import Segment
+
+    lg = open_log(tmp_path, cfg=LogConfig(segment_bytes=1 << 20, index_interval=150))
+    ts = [T0 + (i * 37) % 23 for i in range(30)]  # timestamps that go up and down
+    for i in range(30):
+        b = bytearray(encode_batch([(b"k", b"v%d" % i * (1 + i % 4), [], ts[i])]))
+        lg.append(b, T0)
+    seg = lg.active
+    seg.truncate_to(cut)
+    loaded = Segment(lg.dir, 0, 150)
+    assert loaded.load_indexes()
+    scanned = Segment(lg.dir, 0, 150)
+    scanned.recover(validate=True)
+    kept = [t for i, t in enumerate(ts) if i < cut]
+    for other in (loaded, scanned):
+        assert other.size == seg.size and other.next_offset == seg.next_offset == min(cut, 30)
+        assert other.max_timestamp == seg.max_timestamp == max(kept, default=-1)
+        if kept:
+            assert ts[seg.max_timestamp_offset] == max(kept)
+    assert list(loaded.idx_off) == list(seg.idx_off) and list(loaded.idx_pos) == list(seg.idx_pos)
+    assert list(loaded.t_ts) == list(seg.t_ts) and list(loaded.t_off) == list(seg.t_off)
+    assert seg.first_timestamp == (ts[0] if kept else None)
+    for o in range(cut):
+        assert seg.position_of(o) == scanned.position_of(o)
+    assert seg.position_of(cut) is None
+    loaded.close()
+    scanned.close()
+
+
+def test_a_gap_wider_than_32_bit_relative_offsets_starts_a_segment(tmp_path: Path) -> None:
+    """Index entries hold offsets relative to their segment in 32 bits: a compacted leader's gap
+    of billions of offsets must start a new segment (also from an empty active one), not break
+    the index write after the data went in."""
+    follower = open_log(tmp_path, "follower")
+    far, farther = 3_000_000_000, 9_000_000_000
+    data = b""
+    for base in (0, 1, far, far + 1):
+        b = bytearray(encode_batch(rec(base % 5), leader_epoch=1))
+        set_base_offset(b, base)
+        data += bytes(b)
+    assert follower.append_as_follower(data) == len(data)
+    assert follower.end_offset == far + 2
+    assert [s.base for s in follower.segments] == [0, far]
+    assert [o for o, _ in served(follower)] == [0, 1, far, far + 1]
+    follower.truncate_to(far)  # the segment at `far` goes; the active one ends at 2
+    assert follower.end_offset == 2
+    follower.truncate_fully_and_start_at(5)  # an empty active segment at 5
+    b = bytearray(encode_batch(rec(1), leader_epoch=2))
+    set_base_offset(b, farther)
+    assert follower.append_as_follower(bytes(b)) == len(b)
+    assert [s.base for s in follower.segments] == [farther]
+    assert [o for o, _ in served(follower)] == [farther]
+    follower.close()
+    again = open_log(tmp_path, "follower", clean=False)
+    assert again.end_offset == farther + 1 and [o for o, _ in served(again)] == [farther]

@@ -157,3 +157,27 @@ def test_truncate_from_start(tmp_path: Path) -> None:
 def test_epoch_for_offset(tmp_path: Path) -> None:
     c = cache(tmp_path, (1, 5), (3, 20))
     assert [c.epoch_for_offset(o) for o in (0, 5, 19, 20, 99)] == [-1, 1, 1, 3, 3]
+
+
+def test_failed_write_leaves_the_entries_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append whose epoch entry cannot be written fails; the retry must try the write again,
+    not find the epoch already known in memory (the file would then never hold it)."""
+    import errno
+
+    from samsa.storage import fsio
+
+    d = tmp_path / "t-0"
+    lg = PartitionLog.open(d, "t", 0, LogConfig(), clean=True)
+    lg.append(bytearray(encode_batch([(None, b"a", [], 1)])), 1, leader_epoch=1)
+    real = fsio.replace_file
+
+    def full(*a: object, **k: object) -> None:
+        raise OSError(errno.ENOSPC, "no space")
+
+    monkeypatch.setattr(fsio, "replace_file", full)
+    with pytest.raises(OSError):
+        lg.append(bytearray(encode_batch([(None, b"b", [], 1)])), 1, leader_epoch=2)
+    assert lg.epochs.entries == [(1, 0)] and lg.end_offset == 1
+    monkeypatch.setattr(fsio, "replace_file", real)
+    lg.append(bytearray(encode_batch([(None, b"b", [], 1)])), 1, leader_epoch=2)
+    assert LeaderEpochCache(d / FILE_NAME).entries == [(1, 0), (2, 1)]

@@ -190,7 +190,7 @@ def test_create_topic_spreads_partitions_over_three_brokers() -> None:
     t3 = h.image.topics["rf3"]
     for ps in t3.partitions.values():
         assert sorted(ps.replicas) == [1, 2, 3]
-        assert ps.leader == ps.replicas[0] and ps.isr == (ps.leader,)
+        assert ps.leader == ps.replicas[0] and ps.isr == ps.replicas  # every replica in sync
     assert sorted(ps.leader for ps in t3.partitions.values()) == [1, 2, 3]
     assert t3.configs == {"retention.ms": "1000"}  # null configs write nothing
     batch = h.batches[-1]
@@ -281,7 +281,7 @@ def test_manual_assignment() -> None:
     run(h.ctl.create_topic("m", -1, -1, {}, assignments=[(0, [2, 1]), (1, [3, 2])]))
     t = h.image.topics["m"]
     assert t.partitions[0].replicas == (2, 1) and t.partitions[0].leader == 2
-    assert t.partitions[1].isr == (3,)
+    assert t.partitions[1].isr == (3, 2)  # every live replica starts in sync
     cases = [
         (h.ctl.create_topic("x", 2, -1, {}, assignments=[(0, [1])]), Err.INVALID_REQUEST,
          "numPartitions was not set to -1"),
@@ -327,7 +327,7 @@ def test_create_partitions() -> None:
     run(h.ctl.create_partitions("p", 5, False))
     t = h.image.topics["p"]
     assert t.count == 5
-    assert all(len(ps.replicas) == 2 and ps.isr == (ps.leader,) == (ps.replicas[0],)
+    assert all(len(ps.replicas) == 2 and ps.isr == ps.replicas and ps.leader == ps.replicas[0]
                for ps in t.partitions.values())
     assert all(isinstance(r, PartitionRecord) for r in h.batches[-1])
     run(h.ctl.create_partitions("p", 6, False, [[3, 1]]))

@@ -37,9 +37,22 @@ def started(brokers: int = 3, **config: str) -> ImageHarness:
 
 
 def topic(h: ImageHarness, name: str, *assignment: list[int], **configs: str) -> uuid.UUID:
+    """A topic whose partitions start with the leader alone in the ISR (as after its followers
+    fell behind): these tests grow the ISR with AlterPartition themselves. A new partition's ISR
+    is every live replica (test_new_partitions_start_with_every_live_replica_in_sync)."""
     run(h.ctl.create_topic(name, -1, -1, {k.replace("_", "."): v for k, v in configs.items()},
                            assignments=list(enumerate(assignment))))
+    for ps in h.image.topics[name].partitions.values():
+        ps.isr = (ps.leader,)
     return h.image.topics[name].topic_id
+
+
+def test_new_partitions_start_with_every_live_replica_in_sync() -> None:
+    h = started(4)
+    topic_id = run(h.ctl.create_topic("fresh", -1, -1, {}, assignments=[(0, [1, 2, 3])]))
+    ps = h.image.topics["fresh"].partitions[0]
+    assert h.image.topics["fresh"].topic_id == topic_id
+    assert ps.isr == (1, 2, 3) and ps.leader == 1
 
 
 def part(h: ImageHarness, name: str, p: int = 0) -> PartitionState:

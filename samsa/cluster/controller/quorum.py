@@ -184,7 +184,7 @@ class QuorumController:
             if validate_only:
                 return topic_id
             records: list[Record] = [TopicRecord(name, topic_id)]
-            records += [PartitionRecord(p, topic_id, replicas, (leader,), leader)
+            records += [PartitionRecord(p, topic_id, replicas, self._initial_isr(replicas), leader)
                         for p, (replicas, leader) in enumerate(placement)]
             records += [ConfigRecord(TOPIC_RESOURCE, name, k, v)
                         for k, v in configs.items() if v is not None]
@@ -243,7 +243,8 @@ class QuorumController:
                 self._check_budget(placement)
             if validate_only:
                 return
-            await self._propose([PartitionRecord(have + i, t.topic_id, replicas, (leader,), leader)
+            await self._propose([PartitionRecord(have + i, t.topic_id, replicas,
+                                                 self._initial_isr(replicas), leader)
                                  for i, (replicas, leader) in enumerate(placement)])
 
     # ---- configs ---------------------------------------------------------------------------
@@ -540,6 +541,12 @@ class QuorumController:
                                   f"Expected broker epoch {reg.broker_epoch}, but got broker "
                                   f"epoch {broker_epoch}")
         return reg
+
+    def _initial_isr(self, replicas: Sequence[int]) -> tuple[int, ...]:
+        """A new partition's ISR: every replica on a usable broker (Kafka: the active replicas;
+        all their logs are empty, so all are in sync)."""
+        usable = set(self._usable_brokers())
+        return tuple(b for b in replicas if b in usable)
 
     def _usable_brokers(self) -> list[int]:
         """Brokers new replicas may go to: unfenced and not shutting down."""
