@@ -628,12 +628,15 @@ def check_replicas(report: Report, log_dirs: dict[int, Path], topic: str,
 
 
 def cluster_layout(bootstraps: Iterable[str], topic: str, want_isr: int, timeout: float = 60.0
-                   ) -> tuple[dict[int, PartitionInfo], dict[int, int]]:
+                   ) -> tuple[dict[int, PartitionInfo], dict[int, int], bool]:
     """Each partition's layout once every ISR holds `want_isr` replicas (after a heal the
-    followers catch up), and each high watermark from its leader. Raises TimeoutError."""
+    followers catch up), and each high watermark from its leader: (layout, HWs, True). After
+    `timeout`, the last consistent layout with a leader everywhere and False; TimeoutError if
+    there is none."""
     addresses = list(bootstraps)
     deadline = time.monotonic() + timeout
     last: object = None
+    fallback: tuple[dict[int, PartitionInfo], dict[int, int]] | None = None
     while True:
         for address in addresses:
             try:
@@ -641,7 +644,7 @@ def cluster_layout(bootstraps: Iterable[str], topic: str, want_isr: int, timeout
             except OSError as e:
                 last = e
                 continue
-            if layout and all(len(i.isr) >= want_isr and i.leader >= 0 for i in layout.values()):
+            if layout and all(i.leader >= 0 for i in layout.values()):
                 try:
                     hws = {p: high_watermark(brokers[i.leader], topic, p)
                            for p, i in layout.items()}
@@ -650,9 +653,13 @@ def cluster_layout(bootstraps: Iterable[str], topic: str, want_isr: int, timeout
                     last = e
                     continue
                 if again == layout:  # no leader change while the HWs were read
-                    return layout, hws
+                    if all(len(i.isr) >= want_isr for i in layout.values()):
+                        return layout, hws, True
+                    fallback = layout, hws
             last = layout
         if time.monotonic() > deadline:
+            if fallback is not None:
+                return fallback[0], fallback[1], False
             raise TimeoutError(f"{topic}: ISRs not full ({want_isr}) within {timeout}s: {last}")
         time.sleep(0.5)
 
@@ -664,17 +671,33 @@ def check(producers: IdempotentProducers, bootstrap: str, topic: str, n_partitio
           report: Report | None = None) -> Report:
     """Judge a finished workload on the healed cluster (see the module docstring)."""
     report = report or Report()
-    final = read_all(bootstrap, topic, n_partitions, "read_uncommitted")
-    check_values(report, producers, final)
+    try:
+        final = read_all(bootstrap, topic, n_partitions, "read_uncommitted")
+    except (TimeoutError, KafkaException) as e:
+        report.problem(f"cannot read {topic} back, nothing judged of its values: {e}")
+    else:
+        check_values(report, producers, final)
     aborted = txn.aborted if txn is not None else set()
     for reader in readers:
         check_reader(report, reader, aborted)
     if txn is not None:
-        check_txn(report, txn, read_all(bootstrap, txn.topic, n_partitions, "read_committed"))
+        try:
+            committed = read_all(bootstrap, txn.topic, n_partitions, "read_committed")
+        except (TimeoutError, KafkaException) as e:
+            report.problem(f"cannot read {txn.topic} back (read_committed): {e}")
+        else:
+            check_txn(report, txn, committed)
     if committer is not None:
         check_group(report, committer)
     if log_dirs is not None and broker_addresses is not None:
-        for t in {topic, *([txn.topic] if txn is not None else [])}:
-            layout, hws = cluster_layout(broker_addresses, t, want_isr)
+        for t in sorted({topic, *([txn.topic] if txn is not None else [])}):
+            try:
+                layout, hws, full = cluster_layout(broker_addresses, t, want_isr)
+            except TimeoutError as e:
+                report.problem(f"replicas of {t} not compared: {e}")
+                continue
+            if not full:
+                report.problem(f"{t}: ISRs not back to {want_isr} replicas after the run: "
+                               + "; ".join(f"{p}: {list(i.isr)}" for p, i in layout.items()))
             check_replicas(report, log_dirs, t, layout, hws)
     return report
