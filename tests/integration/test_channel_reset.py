@@ -6,7 +6,9 @@ link resets connections, and replica fetchers and AlterPartition saw raw Runtime
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import uvloop
@@ -38,5 +40,35 @@ def test_write_after_reset_is_a_channel_error(broker: SamsaBroker) -> None:
             assert (await ch.request(18, 3, API_VERSIONS_BODY)).error_code == 0
         finally:
             await ch.close()
+
+    uvloop.run(asyncio.wait_for(go(), 30))
+
+
+def test_quorum_driver_write_after_reset_closes_the_link(tmp_path: Path) -> None:
+    """The same for the quorum driver's outgoing link: writing a frame to a transport a reset
+    closed closes the link (its reader then fails what was in flight) instead of raising out of
+    the connecting task, which skipped failing the queued requests."""
+    from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
+    from samsa.cluster.quorum.driver import QuorumDriver, _Link
+
+    async def go() -> None:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        voters = {1: VoterEndpoint(1, "127.0.0.1", 1), 2: VoterEndpoint(2, "127.0.0.1", port)}
+        driver = QuorumDriver(1, voters, tmp_path, QuorumConfig(), "reset-test",
+                              on_commit=lambda batch: None, on_snapshot=lambda sid, data: None,
+                              take_snapshot=lambda: b"")
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        link = _Link()
+        link.writer = writer
+        writer.transport.abort()
+        await asyncio.sleep(0)
+        frame = struct.pack(">hhi", 52, 2, 7) + b"\x00" * 8  # api key, version, correlation id
+        driver._write(2, link, writer, frame)  # no RuntimeError
+        assert writer.is_closing()
+        for handle in driver._timers:
+            handle.cancel()
+        server.close()
+        await server.wait_closed()
 
     uvloop.run(asyncio.wait_for(go(), 30))
