@@ -19,6 +19,7 @@ group offsets never regressing. Seeded (`seed`) so a failing run can be told apa
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -46,8 +47,24 @@ NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
-def _quiet_conf() -> dict[str, Any]:
-    return {"log_level": 3, "logger": _NullLogger()}
+CLIENT_LOG: Path | None = None  # set by a test: librdkafka's logs (with eos debug) go there
+
+
+def _quiet_conf(debug: str = "") -> dict[str, Any]:
+    """librdkafka's logs off the test's output: to CLIENT_LOG if set, else nowhere."""
+    if CLIENT_LOG is None:
+        return {"log_level": 3, "logger": _NullLogger()}
+    logger = logging.getLogger(f"samsa.workload.clients.{CLIENT_LOG}")
+    if not logger.handlers:
+        handler = logging.FileHandler(CLIENT_LOG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+    conf: dict[str, Any] = {"log_level": 7 if debug else 6, "logger": logger}
+    if debug:
+        conf["debug"] = debug
+    return conf
 
 
 class _NullLogger:
@@ -97,7 +114,7 @@ class IdempotentProducers:
     def _run(self, i: int) -> None:
         conf = {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
                 "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"{self.tag}-{i}",
-                **_quiet_conf(), **self.conf}
+                **_quiet_conf("eos"), **self.conf}
         p = Producer(conf)
         seq = 0
         interval = self.n / self.rate_per_s
@@ -501,6 +518,7 @@ class Report:
     group_regressions: int = 0
     partitions_compared: int = 0
     replica_mismatches: int = 0
+    failed_by: dict[str, int] = field(default_factory=dict)  # delivery errors by name
     faults: Counter[str] = field(default_factory=Counter)
     problems: list[str] = field(default_factory=list)
 
@@ -537,10 +555,18 @@ def check_values(report: Report, producers: IdempotentProducers, final: list[See
             report.moved += 1
             report.problem(f"acknowledged {value} at {partition}/{offset} is at "
                            f"{where[value][0]}/{where[value][1]}")
+    copies: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for s in final:
+        if counts[s.value] > 1:
+            copies[s.value].append((s.partition, s.offset))
     for value, n in counts.items():
         if n > 1 and (value.startswith(producers.tag + "-") or value in producers.acked):
             report.duplicates += n - 1
-            report.problem(f"{value} present {n} times")
+            acked = producers.acked.get(value)
+            report.problem(f"{value} present {n} times at (partition, offset) {copies[value]}; "
+                           + (f"acknowledged at {acked}" if acked else
+                              f"not acknowledged ({producers.failed.get(value, 'unknown')})"))
+    report.failed_by = dict(Counter(producers.failed.values()))
     for value, err in producers.failed.items():
         if counts[value]:
             report.failed_present += 1

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from samsa.testing import SamsaCluster
+from samsa.testing import SamsaCluster, workload
 from samsa.testing.workload import (
     GroupCommitter,
     IdempotentProducers,
@@ -287,13 +287,15 @@ def schedule(rng: random.Random) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(int(os.environ.get("SAMSA_SOAK_TIMEOUT", "900")))
-def test_workload_survives_leader_faults(tmp_path: Path) -> None:
+def test_workload_survives_leader_faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seed = int(os.environ.get("SAMSA_FAULTS_SEED", str(random.randrange(1 << 30))))
     rf = int(os.environ.get("SAMSA_FAULTS_RF", "3"))
     rng = random.Random(seed)
     report = Report()
     overrides = dict(OVERRIDES) if rf == 3 else {
         k: v for k, v in OVERRIDES.items() if "replication.factor" not in k and "min.isr" not in k}
+    # librdkafka's own account (eos debug for the producers), for diagnosis
+    monkeypatch.setattr(workload, "CLIENT_LOG", tmp_path / "clients.log")
     with SamsaCluster(3, data_dir=tmp_path, overrides=overrides, proxied=True) as c:
         create_topics(c, rf, min(2, rf), [TOPIC, TXN_TOPIC])
         producers = IdempotentProducers(c.bootstrap, TOPIC, n=3, rate_per_s=150).start()
