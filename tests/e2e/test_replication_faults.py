@@ -99,7 +99,20 @@ def leader_of(c: SamsaCluster, topic: str, partition: int,
 
 
 def fenced(c: SamsaCluster, node_id: int) -> bool:
-    return any(b == node_id and f for b, f in c.describe_cluster())
+    """True when another live broker's DescribeCluster shows `node_id` fenced (the node itself
+    may be cut off from the metadata and still believe it is not)."""
+    from samsa.cli import _cluster_wire as w
+
+    for node in c.brokers:
+        if node.node_id == node_id or not node.running or node.paused:
+            continue
+        try:
+            with w.connect(node.bootstrap, 2.0) as conn:
+                info = w.describe_cluster(conn)
+        except w.CliError:
+            continue
+        return any(b.broker_id == node_id and b.fenced for b in info.brokers)
+    return False
 
 
 class Faults:
