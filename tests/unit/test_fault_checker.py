@@ -57,6 +57,14 @@ def test_values_lost_duplicated_moved_and_refused() -> None:
     assert not r.ok
 
 
+def test_values_unacknowledged_duplicate_is_noted_not_judged() -> None:
+    p = producers({"v-0-0": (0, 0)}, failed={"v-1-0": "_MSG_TIMED_OUT"})
+    r = Report()
+    check_values(r, p, [seen("v-0-0", 0, 0), seen("v-1-0", 0, 1), seen("v-1-0", 0, 2)])
+    assert (r.duplicates, r.unacked_duplicates, r.failed_present) == (0, 1, 1)
+    assert r.ok and r.notes
+
+
 def test_reader_offsets_backwards_and_aborted() -> None:
     reader = Reader("unused:1", {"t": 1})
     reader.seen = [seen("a", 0, 0), seen("b", 0, 1), seen("c", 0, 1, epoch=1),
