@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import struct
 from dataclasses import is_dataclass
 from functools import cache
@@ -24,6 +26,28 @@ from samsa.protocol.codec import Chunks, build
 _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 100 * 1024 * 1024  # larger than any response a node asks another for
+
+
+ROUTES_ENV = "SAMSA_TEST_ROUTES"
+
+
+@cache
+def _test_routes() -> dict[str, tuple[str, int]]:
+    raw = os.environ.get(ROUTES_ENV, "")
+    if not raw:
+        return {}
+    out = {}
+    for src, dst in json.loads(raw).items():
+        host, _, port = str(dst).rpartition(":")
+        out[str(src)] = (host, int(port))
+    return out
+
+
+def dial_address(host: str, port: int) -> tuple[str, int]:
+    """Where to connect for `host:port`. A test hook: SAMSA_TEST_ROUTES (JSON {"host:port":
+    "host:port"}) sends a node's connections to other nodes through a fault proxy; unset, the
+    address itself."""
+    return _test_routes().get(f"{host}:{port}", (host, port))
 
 
 class ChannelError(Exception):
@@ -131,7 +155,12 @@ class NodeChannel:
         data += frame
         data[8:12] = _CORR.pack(corr)  # after size, api key and api version
         try:
-            conn.writer.write(bytes(data))
+            try:
+                conn.writer.write(bytes(data))
+            except (RuntimeError, OSError) as e:
+                # uvloop raises on a transport a reset already closed, before the read loop
+                # has seen it: fail the connection (and `fut`) now
+                conn.fail_all(ChannelError(f"{self}: connection lost: {e}"))
             with contextlib.suppress(ConnectionError):
                 # a broken pipe also ends the read loop, which fails `fut`
                 await asyncio.wait_for(conn.writer.drain(), max(0.0, deadline - loop.time()))
@@ -153,7 +182,7 @@ class NodeChannel:
                 return conn
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), timeout)
+                    asyncio.open_connection(*dial_address(self.host, self.port)), timeout)
             except TimeoutError:
                 raise ChannelError(f"{self}: connection not established within {timeout:g} s") \
                     from None

@@ -6,10 +6,16 @@ free ports (a PLAINTEXT listener for clients, a CONTROLLER listener for the quor
         Producer({"bootstrap.servers": c.bootstrap})
         c.nodes[c.active_controller() - 1].kill()
 
-`samsa cluster up` uses the same config writing, so what tests run is what operators run."""
+`samsa cluster up` uses the same config writing, so what tests run is what operators run.
+
+`SamsaCluster(n, proxied=True)` puts a fault proxy (samsa.testing.faultproxy) link on every ordered
+node pair: node src reaches node dst's CONTROLLER and inter-broker listeners only through
+`cluster.links[(src, dst)]` (the SAMSA_TEST_ROUTES hook in samsa.cluster.channel); clients still
+connect directly. `isolate`, `partition`, `one_way` and `heal` drive those links."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -22,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 
 from . import free_port, terminate
+from .faultproxy import FaultProxy, Link
 
 PLAINTEXT = "PLAINTEXT"
 CONTROLLER = "CONTROLLER"
@@ -166,9 +173,12 @@ class ClusterNode:
     """One node process. kill() = SIGKILL (crash), stop() = SIGTERM (clean), pause()/resume() =
     SIGSTOP/SIGCONT; start() again reuses the same config, data dir and ports."""
 
-    def __init__(self, spec: NodeSpec, startup_timeout: float = 60.0) -> None:
+    def __init__(self, spec: NodeSpec, startup_timeout: float = 60.0,
+                 env: dict[str, str] | None = None) -> None:
+        """`env`: variables added to the child's environment (e.g. SAMSA_TEST_ROUTES)."""
         self.spec = spec
         self.startup_timeout = startup_timeout
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         self.log_path = spec.data_dir / "node.log"
@@ -200,7 +210,8 @@ class ClusterNode:
             return
         args = [sys.executable, "-m", "samsa.cli.main", "serve", str(self.spec.config_path)]
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=child_env())
+        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                     env={**child_env(), **self.env})
         log.close()
         self.paused = False
 
@@ -284,7 +295,8 @@ class SamsaCluster:
     def __init__(self, n: int = 3, roles: str = "broker,controller",
                  overrides: dict[str, str] | None = None, data_dir: str | Path | None = None,
                  controllers: int | Iterable[int] | None = None, startup_timeout: float = 60.0,
-                 base_port: int | None = None, cluster_id: str | None = None) -> None:
+                 base_port: int | None = None, cluster_id: str | None = None,
+                 proxied: bool = False) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="samsa-cluster-")
@@ -299,6 +311,9 @@ class SamsaCluster:
         self.voters = voters_of(self.specs)
         self.nodes = [ClusterNode(s, startup_timeout) for s in self.specs]
         self._formatted = False
+        self.proxied = proxied
+        self.proxy: FaultProxy | None = None
+        self.links: dict[tuple[int, int], Link] = {}
 
     def _existing_cluster_id(self) -> str | None:
         """A data dir used before keeps its cluster id (restart of `samsa cluster up`)."""
@@ -337,6 +352,8 @@ class SamsaCluster:
     def start(self, wait: bool = True) -> SamsaCluster:
         if not self._formatted:
             self.format()
+        if self.proxied and self.proxy is None:
+            self._start_proxy()
         try:
             for node in self.nodes:
                 node.launch()
@@ -363,6 +380,9 @@ class SamsaCluster:
 
     def close(self) -> None:
         self.stop()
+        if self.proxy is not None:
+            self.proxy.close()
+            self.proxy = None
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -376,6 +396,67 @@ class SamsaCluster:
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+    # ---- faults ----------------------------------------------------------------------------------
+    def _start_proxy(self) -> None:
+        """One link per ordered pair (src, dst), covering dst's CONTROLLER and PLAINTEXT (the
+        inter-broker) listeners; each node's SAMSA_TEST_ROUTES sends its dials through them."""
+        self.proxy = FaultProxy(self.specs[0].host).start()
+        for src in self.nodes:
+            routes = {}
+            for dst in self.nodes:
+                if dst is src:
+                    continue
+                targets = [(dst.spec.host, p) for p in (dst.spec.controller_port, dst.spec.port)
+                           if p]
+                link = self.proxy.add_link(f"{src.node_id}->{dst.node_id}", targets)
+                self.links[(src.node_id, dst.node_id)] = link
+                for (host, port), (lhost, lport) in link.routes.items():
+                    routes[f"{host}:{port}"] = f"{lhost}:{lport}"
+            src.env["SAMSA_TEST_ROUTES"] = json.dumps(routes)
+
+    def _links_between(self, a: Iterable[int], b: Iterable[int]) -> list[Link]:
+        if not self.proxied or self.proxy is None:
+            raise RuntimeError("network faults need SamsaCluster(..., proxied=True), started")
+        a_ids, b_ids = set(a), set(b)
+        return [link for (src, dst), link in self.links.items()
+                if (src in a_ids and dst in b_ids) or (src in b_ids and dst in a_ids)]
+
+    def partition(self, a_ids: Iterable[int], b_ids: Iterable[int], mode: str = "drop") -> None:
+        """No traffic between the two groups, either way. mode "drop": connections reset and
+        refused; "blackhole": accepted and silent (requests time out)."""
+        for link in self._links_between(a_ids, b_ids):
+            if mode == "drop":
+                link.drop()
+            elif mode == "blackhole":
+                link.blackhole("forward")
+                link.blackhole("backward")
+            else:
+                raise ValueError(f"mode must be drop or blackhole, got {mode!r}")
+
+    def isolate(self, node_id: int, mode: str = "drop") -> None:
+        """`node_id` cut from every other node, both directions (clients still reach it)."""
+        self.partition([node_id], [n.node_id for n in self.nodes if n.node_id != node_id], mode)
+
+    def one_way(self, src: int, dst: int) -> None:
+        """Bytes from src never reach dst; dst's still reach src. Black holes on both links:
+        src's requests to dst (src->dst forward) and src's answers to dst (dst->src backward)."""
+        self._links_between([src], [dst])  # proxied check
+        self.links[(src, dst)].blackhole("forward")
+        self.links[(dst, src)].blackhole("backward")
+
+    def heal(self) -> None:
+        """Every link back to pass (connections that lost bytes are closed)."""
+        if self.proxy is not None:
+            self.proxy.heal()
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP node `node_id`."""
+        self.node(node_id).pause()
+
+    def resume(self, node_id: int) -> None:
+        """SIGCONT node `node_id`."""
+        self.node(node_id).resume()
 
     # ---- questions over the wire ----------------------------------------------------------------
     def _live(self) -> list[ClusterNode]:

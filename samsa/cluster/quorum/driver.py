@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from samsa.cluster.channel import dial_address
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
 from samsa.cluster.quorum.disk.log import FileRaftLog
@@ -441,7 +442,13 @@ class QuorumDriver:
     def _write(self, dst: int, link: _Link, writer: asyncio.StreamWriter, frame: bytes) -> None:
         (corr,) = _CORR.unpack_from(frame, 4)
         link.inflight.add(corr)
-        writer.write(sized(frame))
+        try:
+            writer.write(sized(frame))
+        except (RuntimeError, OSError):
+            # uvloop raises on a transport a reset already closed: the reader ends on it and
+            # fails what was in flight
+            writer.close()
+            return
         loop = asyncio.get_running_loop()
 
         def timed_out() -> None:
@@ -457,7 +464,8 @@ class QuorumDriver:
         ep = self.voters[dst]
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(ep.host, ep.port), self.config.request_timeout_ms / 1000
+                asyncio.open_connection(*dial_address(ep.host, ep.port)),
+                self.config.request_timeout_ms / 1000,
             )
         except (OSError, TimeoutError):
             link.backoff_ms = min(
