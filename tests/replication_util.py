@@ -64,7 +64,7 @@ def create_topic_on(c: SamsaCluster, name: str, replicas: list[list[int]]) -> No
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    admin.create_topics([NewTopic(name, replica_assignment=replicas)])[name].result(30)
+    admin.create_topics([NewTopic(name, len(replicas), replica_assignment=replicas)])[name].result(30)
     for p, r in enumerate(replicas):
         wait_full_isr(c, name, p, len(r))
 

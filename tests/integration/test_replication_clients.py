@@ -220,8 +220,8 @@ def test_kafka_python_through_controlled_shutdown_and_kill(cluster: SamsaCluster
         send(300)
         for how in ("shutdown", "kill"):
             done = threading.Event()
-            sender = threading.Thread(target=lambda: [send(100) for _ in range(30)
-                                                      if not done.is_set()], daemon=True)
+            sender = threading.Thread(target=lambda d=done: [send(100) for _ in range(30)
+                                                             if not d.is_set()], daemon=True)
             sender.start()
             old, _ = move_leader(cluster, topic, 0, how)
             wait_growth(f"kafka-python acknowledgements after {how}", lambda: len(acked), 200)
