@@ -47,7 +47,9 @@ DESCRIBE_TRANSACTIONS = 65
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SamsaCluster]:
-    with SamsaCluster(3, overrides=CLUSTER_OVERRIDES) as c:
+    # coordinator writes give up after 1.5 s, before a stalled follower leaves the ISR (3 s)
+    with SamsaCluster(3, overrides={**CLUSTER_OVERRIDES,
+                                    "offsets.commit.timeout.ms": "1500"}) as c:
         c.wait_brokers(3)
         yield c
 
@@ -204,6 +206,31 @@ def test_prepare_commit_is_completed_by_the_new_coordinator(cluster: SamsaCluste
     p.commit_transaction(60)
     bring_back(cluster, c_node, [state_tp])
     assert read_all(cluster, topic) == [f"s-{i}" for i in range(20)] + ["after"]
+
+
+def test_commit_through_a_stalled_coordinator_follower(cluster: SamsaCluster) -> None:
+    """The PrepareCommit write waits for a follower that is frozen (SIGSTOP) but still in the
+    ISR, and times out: the coordinator answers a retriable error and keeps the transaction as
+    it was, so the producer's retry commits it once the follower has left the ISR. (Before: the
+    connection was closed and the transaction left in PrepareCommit in memory with no markers
+    coming; every retry was answered CONCURRENT_TRANSACTIONS until the commit timed out.)"""
+    tid, c_node = txn_id(cluster, avoid=set())
+    state_tp = _internal_isr(cluster, tid, TXN_KEY)
+    stalled = next(n for n in (1, 2, 3) if n != c_node)
+    topic = f"txn-stall-{c_node}"
+    create_topic_on(cluster, topic, [[c_node]])  # its markers are written locally
+    p = transactional_producer(cluster, tid)
+    p.begin_transaction()
+    produce_in_txn(p, topic, [f"st-{i}" for i in range(10)])
+    cluster.node(stalled).pause()
+    try:
+        p.commit_transaction(60)
+    finally:
+        cluster.node(stalled).resume()
+    assert describe_txn(cluster, c_node, tid) == (0, "CompleteCommit")
+    assert read_all(cluster, topic) == [f"st-{i}" for i in range(10)]
+    cluster.wait_brokers(3, 60)
+    wait_full_isr(cluster, *state_tp)
 
 
 # ---- consumer groups -----------------------------------------------------------------------------
