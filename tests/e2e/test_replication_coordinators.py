@@ -233,6 +233,58 @@ def test_commit_through_a_stalled_coordinator_follower(cluster: SamsaCluster) ->
     wait_full_isr(cluster, *state_tp)
 
 
+def _raw(c: SamsaCluster, node: int, key: int, version: int, body: dict[str, Any]) -> Any:
+    w = Wire(c.node(node).bootstrap, timeout=15)
+    try:
+        return w.request(key, version, body)
+    finally:
+        w.close()
+
+
+def _retry(what: str, fn: Any, timeout: float = 30) -> Any:
+    """fn() until its error code is not a retriable one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = fn()
+        if r.error_code not in RETRIABLE_CODES or time.monotonic() > deadline:
+            assert r.error_code == 0, (what, r.error_code)
+            return r
+        time.sleep(0.3)
+
+
+def test_txn_offset_commit_through_a_stalled_follower(cluster: SamsaCluster) -> None:
+    """TxnOffsetCommit whose write times out waiting for a frozen follower of the group's
+    __consumer_offsets partition is answered COORDINATOR_NOT_AVAILABLE (Kafka's mapping, a
+    retriable error), not by closing the connection."""
+    group = f"g-stall-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster, "txn-offsets-target", 1)
+    g_node = coordinator(cluster, group, GROUP_KEY)
+    offsets_tp = _internal_isr(cluster, group, GROUP_KEY)
+    stalled = next(n for n in (1, 2, 3) if n != g_node)
+    tid, t_node = txn_id(cluster, avoid={stalled})
+    _internal_isr(cluster, tid, TXN_KEY)
+    init = _retry("InitProducerId", lambda: _raw(cluster, t_node, 22, 4, {
+        "transactional_id": tid, "transaction_timeout": 60000, "producer_id": -1,
+        "producer_epoch": -1}))
+    ids = {"transactional_id": tid, "producer_id": init.producer_id,
+           "producer_epoch": init.producer_epoch}
+    _retry("AddOffsetsToTxn", lambda: _raw(cluster, t_node, 25, 3, {**ids, "group_id": group}))
+    cluster.node(stalled).pause()
+    try:
+        resp = _raw(cluster, g_node, 28, 3, {
+            **ids, "group_id": group, "generation_id": -1, "member_id": "",
+            "group_instance_id": None, "topics": [{"name": "txn-offsets-target", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]})
+    finally:
+        cluster.node(stalled).resume()
+    codes = [p.error_code for t in resp.topics for p in t.partitions]
+    assert codes in ([15], [0]), codes  # 0 only if the follower left the ISR that fast
+    _retry("EndTxn", lambda: _raw(cluster, t_node, 26, 3, {**ids, "committed": False}), 60)
+    cluster.wait_brokers(3, 60)
+    wait_full_isr(cluster, *offsets_tp)
+
+
 # ---- consumer groups -----------------------------------------------------------------------------
 class Member:
     """A confluent-kafka group member that commits every record synchronously; commit errors

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from samsa.cluster.internal_topic import InternalTopic, ReplicationError
-from samsa.protocol.errors import Err
+from samsa.coordinator.routing import append_error
 
 log = logging.getLogger("samsa.txn")
 
@@ -29,7 +29,6 @@ NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
-UNKNOWN_SERVER_ERROR = -1
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -73,17 +72,6 @@ class TxnMetadata:
                            "timeout": self.timeout_ms, "state": self.state.value,
                            "partitions": sorted(self.partitions), "start": self.start_ms,
                            "update": self.update_ms}).encode()
-
-
-def _append_error(code: int) -> int:
-    """What the client is told when a __transaction_state write failed (Kafka's mapping in
-    TransactionStateManager): retriable either way, NOT_COORDINATOR when leadership moved."""
-    if code in (Err.NOT_LEADER_OR_FOLLOWER, Err.KAFKA_STORAGE_ERROR):
-        return NOT_COORDINATOR
-    if code in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NOT_ENOUGH_REPLICAS,
-                Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Err.REQUEST_TIMED_OUT):
-        return COORDINATOR_NOT_AVAILABLE
-    return UNKNOWN_SERVER_ERROR
 
 
 def _copy(meta: TxnMetadata) -> TxnMetadata:
@@ -229,7 +217,7 @@ class TransactionCoordinator:
                                     [(json.dumps({"tid": tid}).encode(), meta.to_json())])
         except ReplicationError as e:
             self._restore(meta)
-            raise TxnError(_append_error(e.code), str(e)) from None
+            raise TxnError(append_error(e.code), str(e)) from None
         self._durable[tid] = _copy(meta)
 
     def _restore(self, meta: TxnMetadata) -> None:
