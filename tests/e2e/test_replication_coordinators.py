@@ -286,9 +286,13 @@ def test_txn_offset_commit_through_a_stalled_follower(cluster: SamsaCluster) -> 
 
 
 # ---- consumer groups -----------------------------------------------------------------------------
+REBALANCE_COMMIT_ERRORS = {22, 25, 27}  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_...
+
+
 class Member:
     """A confluent-kafka group member that commits every record synchronously; commit errors
-    are recorded (and must be retriable)."""
+    are recorded (and must be retriable). A commit refused because the group rebalanced (Java's
+    CommitFailedException) is given up: that record may be consumed again by its new owner."""
 
     def __init__(self, c: SamsaCluster, group: str, topic: str) -> None:
         from confluent_kafka import Consumer
@@ -300,6 +304,7 @@ class Member:
                                   "error_cb": self.errors.append})
         self.consumer.subscribe([topic])
         self.got: list[str] = []
+        self.given_up = 0
 
     def poll(self) -> None:
         from confluent_kafka import KafkaException
@@ -317,6 +322,9 @@ class Member:
                 return
             except KafkaException as e:
                 self.errors.append(e.args[0])
+                if e.args[0].code() in REBALANCE_COMMIT_ERRORS:
+                    self.given_up += 1
+                    return
                 time.sleep(0.2)
         raise AssertionError(f"commit not done: {self.errors[-3:]}")
 
@@ -398,11 +406,13 @@ def test_group_coordinator_moves(cluster: SamsaCluster) -> None:
     assert sum(committed(cluster, group, topic, parts)) == 750
     for m in members:
         for e in m.errors:
-            assert not e.fatal() and (e.code() < 0 or e.code() in RETRIABLE_CODES), e
-    # at least once: everything consumed; a redelivery only of what was not yet committed
+            assert not e.fatal() and (e.code() < 0 or e.code() in RETRIABLE_CODES
+                                      or e.code() in REBALANCE_COMMIT_ERRORS), e
+    # at least once: everything consumed; a redelivery only of what was not committed
     consumed = [v for m in members for v in m.got]
     assert set(consumed) == set(produced)
-    assert len(consumed) - len(set(consumed)) <= 2 * parts, "redelivered committed records"
+    assert len(consumed) - len(set(consumed)) <= sum(m.given_up for m in members), \
+        "records consumed again although their commit had succeeded"
 
 
 # ---- schema registry -----------------------------------------------------------------------------
