@@ -6,6 +6,7 @@ Values are kept as strings (as Kafka's DescribeConfigs reports them) and parsed 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -144,6 +145,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("max.connections.per.ip", "int", "2147483647",
               "Connections allowed from one IP address; new ones beyond are closed.", at_least=0),
     # -- end network limits --
+    # -- replication throttles (Kafka's QuotaConfigs; set by `samsa partitions reassign
+    # --throttle`, cleared by --verify). Accepted and stored; see docs/operations.md for what
+    # Samsa enforces. --
+    ConfigDef("leader.replication.throttled.rate", "long", str(LONG_MAX),
+              "Bytes/s a leader sends to followers of the replicas listed in a topic's "
+              "leader.replication.throttled.replicas.", mode="cluster-wide", at_least=0),
+    ConfigDef("follower.replication.throttled.rate", "long", str(LONG_MAX),
+              "Bytes/s a follower fetches for the replicas listed in a topic's "
+              "follower.replication.throttled.replicas.", mode="cluster-wide", at_least=0),
+    ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", "long", str(LONG_MAX),
+              "Bytes/s for moving replicas between log dirs of one broker.", mode="cluster-wide",
+              at_least=0),
+    # -- end replication throttles --
     ConfigDef("max.request.partition.size.limit", "int", "2000",
               "Most partitions one DescribeTopicPartitions response holds.", at_least=1),
     ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period.",
@@ -232,6 +246,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Where consumers with a rack read (KIP-392): unset reads leaders only; "
               "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer to a "
               "replica in its client.rack."),
+    ConfigDef("auto.leader.rebalance.enable", "boolean", "true",
+              "The controller moves leadership back to preferred replicas when a broker's "
+              "imbalance exceeds leader.imbalance.per.broker.percentage."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", "300",
+              "How often the controller checks the leader imbalance.", at_least=1),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", "10",
+              "Share of a broker's preferred partitions led elsewhere that triggers a "
+              "rebalance.", at_least=0),
     # -- end KRaft --
     ConfigDef("process.roles", "list", "broker,controller", "Roles of this node.",
               valid=("broker", "controller")),
@@ -366,6 +388,8 @@ def _invalid(d: ConfigDef, value: str, why: str) -> ConfigError:
 def parse_value(d: ConfigDef, value: str) -> object:
     """Parse and validate one value as Kafka's ConfigDef does (type, then validator); raises
     ConfigError with Kafka's wording."""
+    if d.name in THROTTLED_REPLICA_LISTS:
+        _check_throttled_replicas(d, value, [x.strip() for x in value.split(",")])
     try:
         if d.type == "boolean":
             if value.strip().lower() not in ("true", "false"):
@@ -403,6 +427,26 @@ def parse_value(d: ConfigDef, value: str) -> object:
         if d.at_most is not None and parsed > d.at_most:
             raise _invalid(d, value, f"Value must be no more than {_num(d.at_most)}")
     return parsed
+
+
+# Topic configs naming replicas as partition:broker (or "*"), Kafka's ThrottledReplicaListValidator.
+THROTTLED_REPLICA_LISTS = frozenset({"leader.replication.throttled.replicas",
+                                     "follower.replication.throttled.replicas"})
+_REPLICA = re.compile(r"[0-9]+:[0-9]+")
+
+
+def _check_throttled_replicas(d: ConfigDef, value: str, items: list[str]) -> None:
+    """'*' alone, or partition:broker items (empty items only at the end, as Kafka allows)."""
+    if items == ["*"]:
+        return
+    seen_empty = False
+    for item in items:
+        if not item:
+            seen_empty = True
+        elif seen_empty or not _REPLICA.fullmatch(item):
+            raise _invalid(d, value, f"{d.name} must be the literal '*' or a list of replicas in "
+                                     "the following format: [partitionId]:[brokerId],"
+                                     "[partitionId]:[brokerId],...")
 
 
 def _num(x: float) -> str:

@@ -67,6 +67,9 @@ class Broker:
             self._alter_partition, self._min_isr)
         self.replicas.rack_aware = (config.get("replica.selector.class") or "").endswith(
             "RackAwareReplicaSelector")
+        self.replicas.broker_setting = self._broker_setting
+        self.replicas.topic_setting = lambda topic, name: self.controller.topic_configs(
+            topic).get(name)
         self.groups: GroupCoordinator
         self.txn: TransactionCoordinator
         self.handlers: dict[int, Any] = HANDLERS
@@ -164,6 +167,15 @@ class Broker:
         return await self.controller.alter_partition(  # type: ignore[attr-defined]
             topic_id, partition, leader_epoch, isr, 0, partition_epoch,
             timeout_s=self.config.get_int("replica.socket.timeout.ms") / 1000)
+
+    def _broker_setting(self, name: str) -> str | None:
+        """A broker setting as it applies to this node: its dynamic value, else the cluster-wide
+        dynamic default, else server.properties (Kafka's order)."""
+        image = self.node.image
+        value = image.node_configs.get(self.node_id, {}).get(name)
+        if value is None:
+            value = image.cluster_configs.get(name)
+        return value if value is not None else self.config.get(name)
 
     def _min_isr(self, topic: str) -> int:
         try:

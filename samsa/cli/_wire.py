@@ -1,6 +1,7 @@
 """A minimal blocking Kafka protocol client (kio schemas, samsa's request builder) for the admin APIs
-that confluent-kafka's AdminClient does not expose: ListTransactions, DescribeTransactions and
-DescribeProducers.
+that confluent-kafka's AdminClient does not expose: ListTransactions, DescribeTransactions,
+DescribeProducers, partition reassignments, ElectLeaders and DescribeLogDirs (with the configs calls
+the reassignment tool makes alongside).
 
 It negotiates versions with ApiVersions, finds brokers with Metadata and transaction coordinators
 with FindCoordinator, so it routes requests the way Kafka's admin client does. Failures are CliErrors
@@ -31,10 +32,20 @@ FIND_COORDINATOR = 10
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
+DESCRIBE_CONFIGS = 32
+DESCRIBE_LOG_DIRS = 35
+ELECT_LEADERS = 43
+INCREMENTAL_ALTER_CONFIGS = 44
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 
 API_NAMES = {API_VERSIONS: "ApiVersions", METADATA: "Metadata", FIND_COORDINATOR: "FindCoordinator",
              DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
-             LIST_TRANSACTIONS: "ListTransactions"}
+             LIST_TRANSACTIONS: "ListTransactions", DESCRIBE_CONFIGS: "DescribeConfigs",
+             DESCRIBE_LOG_DIRS: "DescribeLogDirs", ELECT_LEADERS: "ElectLeaders",
+             INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
+             ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+             LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments"}
 
 # versions this client speaks: api key -> (min, max)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
@@ -43,6 +54,12 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
+    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_LOG_DIRS: (1, 4),
+    ELECT_LEADERS: (1, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 
 COORDINATOR_TRANSACTION = 1  # FindCoordinator key type

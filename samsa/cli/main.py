@@ -15,9 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     storage.add_parser(sub)
     from . import clients
     clients.add_parsers(sub)
-    from . import cluster, metadata_quorum
+    from . import cluster, log_dirs, metadata_quorum, partitions
     cluster.add_parser(sub)
     metadata_quorum.add_parser(sub)
+    partitions.add_parser(sub)
+    log_dirs.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

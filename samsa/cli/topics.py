@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, replace
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
@@ -58,6 +59,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
     d = tsub.add_parser("describe", help="show partitions, offsets and configs of topics")
     d.add_argument("names", nargs="*", metavar="NAME", help="topics (default: all)")
+    d.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica set")
+    d.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader, or led by a broker that is not live")
+    d.add_argument("--under-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than min.insync.replicas")
+    d.add_argument("--at-min-isr-partitions", action="store_true",
+                   help="only partitions whose ISR is exactly min.insync.replicas")
     add_bootstrap(d)
     d.set_defaults(func=guarded("samsa topics describe", describe))
 
@@ -119,8 +128,68 @@ def _uuid_text(u: Any) -> str:
     return str(u).replace("+", "-").replace("/", "_").rstrip("=")
 
 
-def _node(n: Any) -> str:
-    return str(n.id if hasattr(n, "id") else n)
+def _rid(n: Any) -> int:
+    return int(n.id if hasattr(n, "id") else n)
+
+
+def _node_id(n: Any) -> int | None:
+    """A librdkafka Node (or id) as an id; None for no node (no leader)."""
+    if n is None:
+        return None
+    v = int(n.id if hasattr(n, "id") else n)
+    return v if v >= 0 else None
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One partition as kafka-topics.sh --describe shows it."""
+
+    index: int
+    leader: int | None  # None: no leader
+    replicas: list[int]
+    isr: list[int]
+    adding: list[int] | None = None  # set while the partition is being reassigned
+    removing: list[int] | None = None
+
+    @property
+    def replication_factor(self) -> int:
+        """Kafka's: while reassigning, the replicas that are not being added."""
+        return len(self.replicas) - len(self.adding or ())
+
+    def line(self, topic: str) -> str:
+        text = (f"\tTopic: {topic}\tPartition: {self.index}\t"
+                f"Leader: {'none' if self.leader is None else self.leader}\t"
+                f"Replicas: {','.join(map(str, self.replicas))}\t"
+                f"Isr: {','.join(map(str, self.isr))}")
+        if self.adding is not None:
+            text += (f"\tAdding Replicas: {','.join(map(str, self.adding))}"
+                     f"\tRemoving Replicas: {','.join(map(str, self.removing or ()))}")
+        return text
+
+
+REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_isr_partitions",
+           "at_min_isr_partitions")
+
+
+def _reported(args: argparse.Namespace, p: _Part, min_isr: int, live: set[int]) -> bool:
+    """kafka-topics.sh's report filters: a partition is shown if any chosen one matches."""
+    no_leader = p.leader is None
+    return ((args.under_replicated_partitions and p.replication_factor - len(p.isr) > 0)
+            or (args.unavailable_partitions and (no_leader or p.leader not in live))
+            or (args.under_min_isr_partitions and (no_leader or len(p.isr) < min_isr))
+            or (args.at_min_isr_partitions and len(p.isr) == min_isr))
+
+
+def _reassignments(bootstrap: str) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+    """Partitions being reassigned (ListPartitionReassignments); none if it cannot be asked,
+    as kafka-topics.sh treats an unsupported or refused request."""
+    from . import partitions
+
+    try:
+        with partitions._connect(bootstrap) as client:
+            return partitions.list_reassignments(client)
+    except CliError:
+        return {}
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -131,33 +200,43 @@ def describe(args: argparse.Namespace) -> int:
         raise unknown_topic(missing[0])
     if not names:
         return 0
+    report = any(getattr(args, r) for r in REPORTS)
 
     # Partition layout and topic ids (DescribeTopics); fall back to plain metadata without ids.
-    layout: dict[str, tuple[str, list[tuple[int, str, str, str]]]] = {}
+    layout: dict[str, tuple[str, list[_Part]]] = {}
     try:
         futures = admin.describe_topics(TopicCollection(names), request_timeout=REQUEST_TIMEOUT_S)
         for name in names:
             td = admin_result(futures[name])
-            parts = [(p.id, _node(p.leader) if p.leader is not None else "none",
-                      ",".join(_node(r) for r in p.replicas), ",".join(_node(r) for r in p.isr))
+            parts = [_Part(p.id, _node_id(p.leader), [_rid(r) for r in p.replicas],
+                           [_rid(r) for r in p.isr])
                      for p in sorted(td.partitions, key=lambda p: p.id)]
             layout[name] = (_uuid_text(td.topic_id), parts)
     except KafkaException:
         for name in names:
             tm = md.topics[name]
-            parts = [(p.id, str(p.leader), ",".join(map(str, p.replicas)),
-                      ",".join(map(str, p.isrs)))
+            parts = [_Part(p.id, p.leader if p.leader >= 0 else None, list(p.replicas),
+                           list(p.isrs))
                      for p in sorted(tm.partitions.values(), key=lambda p: p.id)]
             layout[name] = ("unknown", parts)
+    moving = _reassignments(args.bootstrap_server)
+    for name, (tid, parts) in layout.items():
+        layout[name] = (tid, [replace(p, replicas=moving[(name, p.index)][0],
+                                      adding=moving[(name, p.index)][1],
+                                      removing=moving[(name, p.index)][2])
+                              if (name, p.index) in moving else p for p in parts])
 
-    # Topic configs that differ from the built-in defaults.
+    # Topic configs: the ones that differ from the built-in defaults, and min.insync.replicas.
     resources = [ConfigResource(ResourceType.TOPIC, n) for n in names]
     cfutures = admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
     configs: dict[str, list[str]] = {}
+    min_isr: dict[str, int] = {}
     for res, fut in cfutures.items():
         entries: dict[str, ConfigEntry] = admin_result(fut)
         shown = []
         for key, e in sorted(entries.items()):
+            if key == "min.insync.replicas" and e.value is not None:
+                min_isr[res.name] = int(e.value)
             if e.is_default or e.source in (ConfigSource.DEFAULT_CONFIG,
                                             ConfigSource.DEFAULT_CONFIG.value):
                 continue
@@ -165,23 +244,30 @@ def describe(args: argparse.Namespace) -> int:
             shown.append(f"{key}={value}")
         configs[res.name] = shown
 
+    if report:
+        live = set(md.brokers)
+        for name in names:
+            for p in layout[name][1]:
+                if _reported(args, p, min_isr.get(name, 1), live):
+                    print(p.line(name))
+        return 0
+
     # Log start offset and high watermark of every partition.
     specs: dict[TopicPartition, OffsetSpec] = {}
     for name in names:
-        for pid, *_ in layout[name][1]:
-            specs[TopicPartition(name, pid)] = OffsetSpec.earliest()
+        for p in layout[name][1]:
+            specs[TopicPartition(name, p.index)] = OffsetSpec.earliest()
     starts = _list_offsets(admin, specs)
     ends = _list_offsets(admin, {tp: OffsetSpec.latest() for tp in specs})
 
     for name in names:
         topic_id, parts = layout[name]
-        rf = len(parts[0][2].split(",")) if parts else 0
+        rf = parts[0].replication_factor if parts else 0
         print(f"Topic: {name}\tTopicId: {topic_id}\tPartitionCount: {len(parts)}\t"
               f"ReplicationFactor: {rf}\tConfigs: {','.join(configs.get(name, []))}")
-        for pid, leader, replicas, isr in parts:
-            print(f"\tTopic: {name}\tPartition: {pid}\tLeader: {leader}\tReplicas: {replicas}\t"
-                  f"Isr: {isr}\tLogStartOffset: {starts.get((name, pid), '?')}\t"
-                  f"HighWatermark: {ends.get((name, pid), '?')}")
+        for p in parts:
+            print(f"{p.line(name)}\tLogStartOffset: {starts.get((name, p.index), '?')}\t"
+                  f"HighWatermark: {ends.get((name, p.index), '?')}")
     return 0
 
 

@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 TOPIC = "replicated"
 FETCH, LIST_OFFSETS, METADATA, OFFSET_FOR_LEADER_EPOCH = 1, 2, 3, 23
 NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 6, 74, 75
+FETCH_MAX = 65536
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,8 @@ def cluster() -> Iterator[SamsaCluster]:
                                     "offsets.topic.num.partitions": "3",
                                     "transaction.state.log.replication.factor": "3",
                                     "transaction.state.log.num.partitions": "3",
-                                    "group.initial.rebalance.delay.ms": "0"}) as c:
+                                    "group.initial.rebalance.delay.ms": "0",
+                                    "replica.fetch.max.bytes": str(FETCH_MAX)}) as c:
         c.wait_brokers(3)
         from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -214,3 +216,57 @@ def test_epoch_checks_and_offset_for_leader_epoch(cluster: SamsaCluster) -> None
         assert lo.leader_epoch == epoch
     finally:
         w.close()
+
+
+def test_reassignment_throttle_bounds_the_copy_rate(cluster: SamsaCluster, tmp_path: Path) -> None:
+    """`samsa partitions reassign --execute --throttle R` (Kafka's flow: leader- and
+    follower-throttled replica lists, per-broker rates): the new replica fills no faster than R
+    bytes/s (plus a second's burst and one fetch), then the reassignment completes and the
+    copies are identical."""
+    import contextlib
+    import io
+    import json
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from samsa.cli.main import main
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("throttled", 1, replica_assignment=[[1]])])["throttled"] \
+        .result(30)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    wait_until("leader", lambda: partition_view(cluster, "throttled")["leader"] == 1, 30)
+    value = b"x" * 1000
+    for i in range(2000):
+        p.produce("throttled", value, key=str(i).encode())
+        p.poll(0)
+    assert p.flush(60) == 0
+    total = len(segment_bytes(cluster, 1, "throttled"))
+    assert total > 1_900_000
+    rate = 400_000
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "throttled", "partition": 0, "replicas": [1, 2]}]}))
+
+    def cli(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["partitions", "reassign", "--bootstrap-server", cluster.bootstrap,
+                         "--reassignment-json-file", str(plan), *argv])
+        return code, out.getvalue()
+
+    start = time.monotonic()
+    assert cli("--execute", "--throttle", str(rate))[0] == 0
+    d = Path(cluster.node(2).spec.log_dir) / "throttled-0"
+    seen = 0
+    while seen < total and time.monotonic() - start < 30:
+        time.sleep(0.25)
+        seen = sum(f.stat().st_size for f in d.glob("*.log")) if d.exists() else 0
+        bound = rate * (time.monotonic() - start + 1) + 2 * FETCH_MAX
+        assert seen <= bound, f"{seen} bytes copied in {time.monotonic() - start:.1f} s"
+    code, out = cli("--verify", "--wait", "--wait-timeout", "60")
+    assert code == 0 and "is completed" in out, out
+    assert partition_view(cluster, "throttled")["replicas"] == (1, 2)
+    wait_until("copies identical", lambda: segment_bytes(cluster, 2, "throttled")
+               == segment_bytes(cluster, 1, "throttled"), 30)

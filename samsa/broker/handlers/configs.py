@@ -250,6 +250,9 @@ async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: An
 
 
 def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Every replica this broker holds (leader or follower), per log dir. The offset lag is
+    Kafka's for a current (not future) replica: how far its log end is behind its own high
+    watermark, never negative."""
     wanted: dict[str, set[int]] | None = None
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
@@ -259,9 +262,9 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
         for (topic, p), lg in sorted(broker.logs.logs.items()):
             if lg.dir.parent != d or (wanted is not None and p not in wanted.get(topic, ())):
                 continue
-            by_topic.setdefault(topic, []).append({"partition_index": p,
-                                                   "partition_size": lg.size_bytes,
-                                                   "offset_lag": 0, "is_future_key": False})
+            by_topic.setdefault(topic, []).append({
+                "partition_index": p, "partition_size": lg.size_bytes,
+                "offset_lag": max(lg.high_watermark - lg.end_offset, 0), "is_future_key": False})
         usage = shutil.disk_usage(d)
         results.append({"error_code": 0, "log_dir": str(d.resolve()),
                         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],

@@ -121,6 +121,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
             start = lg.log_start_offset
             offset = fp.fetch_offset
             upper: int | None = lso if read_committed else hw
+            throttled = False
             if replica >= 0 and lead is not None:
                 upper = lg.end_offset  # a follower reads to the log end
                 div = divergence(functools.partial(end_offset_for, lg),
@@ -132,7 +133,8 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                 if start <= offset <= lg.end_offset:
                     replicas.on_follower_fetch(lead, replica, offset, replica_epoch)
                     hw, lso = lg.high_watermark, lg.last_stable_offset
-                if offset == lg.end_offset:
+                throttled = replicas.leader_throttled(lead, replica)
+                if offset == lg.end_offset or (throttled and replicas.leader_quota.exceeded()):
                     out.append(FetchPartition(idx, 0, hw, lso, start, None, b""))
                     continue
             elif offset == upper and offset >= start:
@@ -164,6 +166,8 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                     records = found
                     total += found.length
                     remaining -= found.length
+                    if throttled:
+                        replicas.leader_quota.record(found.length)
             out.append(FetchPartition(idx, error, hw, lso, start, aborted, records))
         responses.append((key, out))
     return responses, total, errors, logs

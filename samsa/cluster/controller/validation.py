@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import re
 
-from samsa.config import TOPIC_CONFIGS, ConfigError, validate_broker_configs, validate_topic_configs
+from samsa.config import (
+    TOPIC_CONFIGS,
+    ConfigError,
+    is_read_only,
+    validate_broker_configs,
+    validate_topic_configs,
+)
 from samsa.protocol.errors import Err
 
 from ..limits import ControllerError
@@ -40,10 +46,11 @@ def check_topic_configs(configs: dict[str, str | None]) -> None:
 
 
 def check_dynamic_broker_configs(changes: dict[str, str | None]) -> None:
-    """Only the log.* synonyms of topic configs are dynamic broker settings in Samsa."""
+    """The log.* synonyms of topic configs and the broker settings samsa.config marks as not
+    read-only (the replication throttles) are the dynamic broker settings in Samsa."""
     by_syn = {d.broker_synonym for d in TOPIC_CONFIGS.values() if d.broker_synonym}
     for k, v in changes.items():
-        if k not in by_syn:
+        if k not in by_syn and is_read_only(k):
             raise ControllerError(Err.INVALID_CONFIG,
                                   f"Cannot update broker config {k} dynamically")
         if v is not None:

@@ -35,6 +35,8 @@ FETCH, LIST_OFFSETS = 1, 2
 FETCH_VERSION = 15  # ReplicaState (replica id + broker epoch), topic ids, DivergingEpoch
 LIST_OFFSETS_VERSION = 4
 EARLIEST, LATEST = -2, -1
+THROTTLE_PAUSE_S = 0.1
+METADATA_WAIT_S = 0.05  # a leader behind on the metadata that made it leader catches up quickly
 TP = tuple[str, int]
 
 
@@ -102,6 +104,13 @@ class ReplicaFetcher:
                 except TimeoutError:
                     pass
                 continue
+            quota = self.manager.follower_quota
+            held = [f for f in ready if self.manager.follower_throttled(f)]
+            if held and quota.exceeded():  # KIP-73: throttled replicas wait for the quota
+                self._delay(held, THROTTLE_PAUSE_S)
+                ready = [f for f in ready if f not in held]
+                if not ready:
+                    continue
             channel = self._channel_to_leader()
             if channel is None:
                 self._delay(ready, cfg.backoff_s)
@@ -188,6 +197,8 @@ class ReplicaFetcher:
                 return
             records = p.records
             if records:
+                if self.manager.follower_throttled(f):
+                    self.manager.follower_quota.record(len(records))
                 try:
                     lg.append_as_follower(records)
                 except Exception as e:
@@ -200,9 +211,11 @@ class ReplicaFetcher:
                 await lg.flush()
         elif code == Err.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(channel, f, offset)
+        elif code in (Err.NOT_LEADER_OR_FOLLOWER, Err.UNKNOWN_LEADER_EPOCH):
+            # the leader has not applied the election yet (or we are behind): it will soon
+            self._delay([f], min(self.manager.cfg.backoff_s, METADATA_WAIT_S))
         else:
-            if code not in (Err.NOT_LEADER_OR_FOLLOWER, Err.FENCED_LEADER_EPOCH,
-                            Err.UNKNOWN_LEADER_EPOCH):
+            if code != Err.FENCED_LEADER_EPOCH:
                 log.info("%s-%d: fetch from leader %d answered %s", f.topic, f.partition,
                          self.leader, Err.name_of(code))
             self._delay([f], self.manager.cfg.backoff_s)

@@ -26,6 +26,7 @@ from samsa.protocol.errors import Err
 
 from .fetcher import Following, ReplicaFetcher
 from .leader import IsrChange, LeaderState
+from .throttle import UNLIMITED, ReplicationQuota, is_throttled, throttled_partitions
 
 if TYPE_CHECKING:
     from samsa.cluster.metadata.image import MetadataImage, PartitionState
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.replication")
 
 TP = tuple[str, int]
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LeadershipCallback = Callable[[str, int, int, bool], None]
 
 
@@ -95,6 +99,13 @@ class ReplicaManager:
         self._alters: set[asyncio.Task[None]] = set()
         self._closed = False
         self.rack_aware = False  # replica.selector.class names RackAwareReplicaSelector
+        # replication throttles: dynamic broker settings and topic settings as the image has
+        # them (set by the broker)
+        self.broker_setting: Callable[[str], str | None] = lambda name: None
+        self.topic_setting: Callable[[str, str], str | None] = lambda topic, name: None
+        self.leader_quota = ReplicationQuota(lambda: self._rate(LEADER_RATE))
+        self.follower_quota = ReplicationQuota(lambda: self._rate(FOLLOWER_RATE))
+        self._throttles: dict[tuple[str, str], frozenset[int] | bool] = {}
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -293,8 +304,40 @@ class ReplicaManager:
             return Err.NOT_LEADER_OR_FOLLOWER
         return Err.NOT_ENOUGH_REPLICAS if len(lead.state.isr) < lead.min_isr else Err.NONE
 
+    # ---- throttles ----------------------------------------------------------------------------
+    def _rate(self, name: str) -> int:
+        try:
+            return int(self.broker_setting(name) or UNLIMITED)
+        except ValueError:
+            return UNLIMITED
+
+    def _throttle_spec(self, topic: str, prop: str) -> frozenset[int] | bool:
+        key = (topic, prop)
+        spec = self._throttles.get(key)
+        if spec is None:
+            spec = self._throttles[key] = throttled_partitions(self.topic_setting(topic, prop),
+                                                               self.node_id)
+        return spec
+
+    def leader_throttled(self, lead: Leadership, replica: int) -> bool:
+        """Sending to this follower counts against leader.replication.throttled.rate (it is not
+        in the ISR and the topic lists this broker's replica of the partition)."""
+        return (replica not in lead.state.isr and self.leader_quota.enabled
+                and is_throttled(self._throttle_spec(lead.topic, LEADER_REPLICAS),
+                                 lead.partition))
+
+    def follower_throttled(self, f: Following) -> bool:
+        if not self.follower_quota.enabled:
+            return False
+        t = self._image().topics.get(f.topic)
+        st = t.partitions.get(f.partition) if t is not None else None
+        return ((st is None or self.node_id not in st.isr)
+                and is_throttled(self._throttle_spec(f.topic, FOLLOWER_REPLICAS), f.partition))
+
     def config_changed(self, topic: str) -> None:
-        """A topic's (or the brokers') configs changed: min.insync.replicas may have."""
+        """A topic's (or the brokers') configs changed: min.insync.replicas and the throttled
+        replica lists may have."""
+        self._throttles = {k: v for k, v in self._throttles.items() if k[0] != topic}
         value = self._min_isr(topic)
         for lead in self.leaders.values():
             if lead.topic == topic:
