@@ -383,3 +383,30 @@ def test_idempotent_retry_after_leader_change_is_no_duplicate(cluster: SamsaClus
     cons.close()
     assert m is None or m.error() is not None, f"more than the 9 records: {m.value()!r}"
     assert got == [(n, f"i-{n}".encode()) for n in range(9)]
+
+
+# ---- long-lived clients that do not fetch: Spark's driver ------------------------------------------
+def test_spark_driver_offsets_follow_a_leader_change(cluster: SamsaCluster) -> None:
+    """samsa.spark asks partitions' earliest/latest offsets (ListOffsets) on the driver: after a
+    kill -9 of the leader it finds the new leader instead of waiting out its 30 s timeout on the
+    dead one (librdkafka sends the query to the leader its metadata last named), which failed a
+    streaming query with _TIMED_OUT."""
+    from confluent_kafka import Consumer, Producer
+
+    from samsa.spark import offsets as off
+
+    topic = "spark-marks"
+    create_topic(cluster, topic, 1)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        p.produce(topic, f"m-{i}".encode(), partition=0)
+    assert p.flush(30) == 0
+    c = Consumer(off.consumer_conf({"bootstrap.servers": cluster.bootstrap}))
+    try:
+        k = f"{topic}/0"
+        assert off.watermarks(c, [k]) == {k: (0, 10)}
+        old, _ = move_leader(cluster, topic, 0, "kill")
+        assert off.watermarks(c, [k]) == {k: (0, 10)}
+    finally:
+        c.close()
+    bring_back(cluster, old, [(topic, 0)])
