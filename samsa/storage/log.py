@@ -445,7 +445,12 @@ class PartitionLog:
         fetches are woken then)."""
         hw = min(max(hw, self.log_start_offset), self.end_offset)
         old = self.high_watermark
+        was_following = self._hw is None
         self._hw = hw
+        if was_following and not self.deleted:
+            # from now on the high watermark may trail the log end: a crash before the next
+            # checkpoint must not reload it as the log end (uncommitted records exposed)
+            self._write_meta()
         if hw > old:
             self._wake()
             return True

@@ -271,9 +271,9 @@ def test_execute_throttle_verify_clears(cluster: SamsaCluster, tmp_path: Path) -
     assert "2/2 partitions reassigned" in err.splitlines()[-1]
     cfg = topic_configs(cluster, T2)
     assert cfg["leader.replication.throttled.replicas"] == ""
-    for b in (1, 2, 3):
-        assert broker_config(cluster, b, "leader.replication.throttled.rate") == \
-            ("9223372036854775807", True)
+    for b in (1, 2, 3):  # each broker applies the cleared setting when its metadata arrives
+        wait_for(lambda b=b: broker_config(cluster, b, "leader.replication.throttled.rate") ==
+                 ("9223372036854775807", True), f"broker {b}'s throttle cleared", 10)
 
 
 def test_verify_reports_a_different_replica_set(cluster: SamsaCluster, tmp_path: Path) -> None:

@@ -394,8 +394,7 @@ def test_high_watermark_checkpoint_is_rate_limited(tmp_path: Path) -> None:
     lg = open_log(tmp_path)
     for i in range(3):
         lg.append(plain(i), T0)
-    lg.set_high_watermark(2)
-    assert lg.checkpoint_hw(interval_ms=0) is True
+    lg.set_high_watermark(2)  # stops following the log end: written at once
     assert json.loads((lg.dir / META).read_text())["high_watermark"] == 2
     assert lg.checkpoint_hw(interval_ms=0) is False  # unchanged
     lg.set_high_watermark(3)
@@ -736,3 +735,18 @@ def test_a_gap_wider_than_32_bit_relative_offsets_starts_a_segment(tmp_path: Pat
     follower.close()
     again = open_log(tmp_path, "follower", clean=False)
     assert again.end_offset == farther + 1 and [o for o, _ in served(again)] == [farther]
+
+
+def test_a_trailing_high_watermark_survives_a_crash_before_its_checkpoint(tmp_path: Path) -> None:
+    """The moment the high watermark stops following the log end it is written: a kill -9 before
+    the periodic checkpoint must not reload it as the log end (the replication simulator's
+    seeds 16 and 23: uncommitted records exposed, then truncated)."""
+    lg = open_log(tmp_path)
+    for i in range(5):
+        lg.append(plain(i))
+    assert lg.high_watermark == lg.end_offset == 5
+    lg.set_high_watermark(3)  # a leader whose ISR grew: followers' positions move it now
+    # no close, no flush, no roll, no checkpoint: reopened as after a crash
+    again = open_log(tmp_path, clean=False)
+    assert again.end_offset == 5
+    assert again.high_watermark == 3

@@ -87,8 +87,9 @@ def test_change_done_and_image_update() -> None:
     st = elected(isr=(1, 2))
     st.on_fetch(3, 10, 100, leader_leo=10, now_ms=1)
     st.on_fetch(2, 10, 100, leader_leo=10, now_ms=1)
-    assert st.expansion(hw=10, eligible={1, 2, 3}) is not None
-    st.change_done((1, 2, 3), 8)
+    change = st.expansion(hw=10, eligible={1, 2, 3})
+    assert change is not None
+    st.change_done(change, (1, 2, 3), 8)
     assert st.isr == (1, 2, 3) and st.partition_epoch == 8 and st.pending is None
     # an older image update never rolls the state back
     st.update((1, 2, 3), (1, 2), 7, now_ms=2)
@@ -101,6 +102,22 @@ def test_rejected_change_clears_pending() -> None:
     st = elected(isr=(1, 2))
     st.on_fetch(3, 10, 100, leader_leo=10, now_ms=1)
     st.on_fetch(2, 10, 100, leader_leo=10, now_ms=1)
-    assert st.expansion(hw=10, eligible={1, 2, 3}) is not None
-    st.change_done(None, -1)
+    change = st.expansion(hw=10, eligible={1, 2, 3})
+    assert change is not None
+    st.change_done(change, None, -1)
     assert st.pending is None and st.isr == (1, 2)
+
+
+def test_late_answer_to_an_older_change_is_ignored() -> None:
+    """An answer to a change the image already superseded must not clear the pending one (the
+    simulator's seed 7222: it let the HW run over a shrunk ISR)."""
+    st = elected(isr=(1, 2))
+    st.on_fetch(3, 10, 100, leader_leo=10, now_ms=1)
+    st.on_fetch(2, 10, 100, leader_leo=10, now_ms=1)
+    old = st.expansion(hw=10, eligible={1, 2, 3})
+    assert old is not None
+    st.update((1, 2, 3), (1, 2), 8, now_ms=2)  # the image moved on: old dropped
+    new = st.expansion(hw=10, eligible={1, 2, 3})
+    assert new is not None and new is not old
+    st.change_done(old, None, -1)
+    assert st.pending is new and st.maximal_isr() == (1, 2, 3)

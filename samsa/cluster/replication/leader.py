@@ -151,9 +151,13 @@ class LeaderState:
         self.pending = IsrChange(isr, epochs, self.partition_epoch, self.leader_epoch)
         return self.pending
 
-    def change_done(self, isr: tuple[int, ...] | None, partition_epoch: int) -> None:
-        """The controller answered: the new ISR and partition epoch, or None (rejected/failed:
-        the next check proposes again from the image's state)."""
+    def change_done(self, change: IsrChange, isr: tuple[int, ...] | None,
+                    partition_epoch: int) -> None:
+        """The controller answered `change`: the new ISR and partition epoch, or None (it was
+        not attempted: the next check proposes again from the image's state). An answer to a
+        change that is no longer the pending one (the image moved on meanwhile) is ignored."""
+        if self.pending is not change:
+            return
         self.pending = None
         if isr is not None and partition_epoch >= self.partition_epoch:
             self.isr, self.partition_epoch = isr, partition_epoch

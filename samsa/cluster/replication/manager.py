@@ -36,6 +36,7 @@ log = logging.getLogger("samsa.replication")
 
 TP = tuple[str, int]
 LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+ALTER_RETRY_S = 0.1
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LeadershipCallback = Callable[[str, int, int, bool], None]
@@ -379,40 +380,58 @@ class ReplicaManager:
                     self._send_alter(lead, change)
 
     def _send_alter(self, lead: Leadership, change: IsrChange) -> None:
+        # while the change is pending the high watermark counts the maximal ISR, so a leader
+        # alone in its ISR stops moving it with its log end at once
+        self._hw_mode(lead)
         if self._closed:
-            lead.state.pending = None
             return
         task = asyncio.create_task(self._alter(lead, change))
         self._alters.add(task)
         task.add_done_callback(self._alters.discard)
 
     async def _alter(self, lead: Leadership, change: IsrChange) -> None:
+        """Send one ISR change until the controller answers it (Kafka's AlterPartitionManager):
+        accepted -> the new ISR; INELIGIBLE_REPLICA / OPERATION_NOT_ATTEMPTED -> not attempted,
+        the pending change is dropped; FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and unknown
+        partitions -> the change stays pending until the image brings a newer partition epoch
+        (LeaderState.update drops it then); anything else (timeouts, no controller) -> sent
+        again. Dropping a change on a timeout would be unsafe: the controller may have applied
+        it while the answer was lost."""
         tp = (lead.topic, lead.partition)
-        t = self._image().topics.get(lead.topic)
-        if t is None:
-            lead.state.pending = None
-            return
-        log.info("%s-%d: asking the controller for ISR %s (was %s, partition epoch %d)",
-                 tp[0], tp[1], list(change.isr), list(lead.state.isr), change.partition_epoch)
-        try:
-            code, new = await self._alter_partition(
-                t.topic_id, lead.partition, change.leader_epoch, change.partition_epoch,
-                list(zip(change.isr, change.epochs, strict=True)))
-        except Exception as e:
-            log.warning("%s-%d: AlterPartition failed: %s", tp[0], tp[1], e)
-            code, new = Err.REQUEST_TIMED_OUT, None
-            await asyncio.sleep(self.cfg.backoff_s / 10)
-        if self.leaders.get(tp) is not lead:
-            return
-        if code == Err.NONE and new is not None:
-            lead.state.change_done(tuple(new.isr), new.partition_epoch)
-        else:
-            if code not in (Err.NONE, Err.REQUEST_TIMED_OUT):
+        while self.leaders.get(tp) is lead and lead.state.pending is change and not self._closed:
+            t = self._image().topics.get(lead.topic)
+            if t is None:
+                return
+            log.info("%s-%d: asking the controller for ISR %s (was %s, partition epoch %d)",
+                     tp[0], tp[1], list(change.isr), list(lead.state.isr),
+                     change.partition_epoch)
+            try:
+                code, new = await self._alter_partition(
+                    t.topic_id, lead.partition, change.leader_epoch, change.partition_epoch,
+                    list(zip(change.isr, change.epochs, strict=True)))
+            except Exception as e:
+                log.warning("%s-%d: AlterPartition failed: %s", tp[0], tp[1], e)
+                code, new = Err.REQUEST_TIMED_OUT, None
+            if self.leaders.get(tp) is not lead or lead.state.pending is not change:
+                return  # the image moved on meanwhile
+            if code == Err.NONE and new is not None:
+                lead.state.change_done(change, tuple(new.isr), new.partition_epoch)
+            elif code in (Err.INELIGIBLE_REPLICA, Err.OPERATION_NOT_ATTEMPTED):
                 log.info("%s-%d: AlterPartition to ISR %s answered %s", tp[0], tp[1],
                          list(change.isr), Err.name_of(code))
-            lead.state.change_done(None, -1)
-        self._hw_mode(lead)
-        self._advance(lead)
+                lead.state.change_done(change, None, -1)
+            elif code in (Err.FENCED_LEADER_EPOCH, Err.INVALID_UPDATE_VERSION,
+                          Err.UNKNOWN_TOPIC_OR_PARTITION, Err.UNKNOWN_TOPIC_ID,
+                          Err.NOT_LEADER_OR_FOLLOWER, Err.INVALID_REQUEST):
+                log.info("%s-%d: AlterPartition to ISR %s answered %s; waiting for the "
+                         "metadata", tp[0], tp[1], list(change.isr), Err.name_of(code))
+                return
+            else:
+                await asyncio.sleep(ALTER_RETRY_S)
+                continue
+            self._hw_mode(lead)
+            self._advance(lead)
+            return
 
     # ---- follower side ---------------------------------------------------------------------------
     def follower_fetched(self, f: Following, leader_hw: int, leader_log_start: int) -> None:
@@ -427,6 +446,10 @@ class ReplicaManager:
     def truncate(self, f: Following, offset: int, why: str) -> None:
         lg = f.log
         if offset >= lg.end_offset:
+            # nothing to cut, but an epoch this replica started without appending (it led
+            # briefly) must go, or it would diverge at its own log end forever (Kafka's
+            # UnifiedLog.truncateTo trims the epoch cache in this case too)
+            lg.epochs.truncate_from_end(offset)
             return
         log.info("%s-%d: truncating to %d (log end %d, high watermark %d): %s", f.topic,
                  f.partition, offset, lg.end_offset, lg.high_watermark, why)
