@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -223,9 +224,14 @@ def test_commit_through_a_stalled_coordinator_follower(cluster: SamsaCluster) ->
     p.begin_transaction()
     produce_in_txn(p, topic, [f"st-{i}" for i in range(10)])
     cluster.node(stalled).pause()
+    # thawed after 4 s: the first PrepareCommit write has timed out by then (1.5 s), and a
+    # client request that went to the frozen broker (FindCoordinator) gets its answer
+    thaw = threading.Timer(4.0, cluster.node(stalled).resume)
+    thaw.start()
     try:
         p.commit_transaction(60)
     finally:
+        thaw.cancel()
         cluster.node(stalled).resume()
     assert describe_txn(cluster, c_node, tid) == (0, "CompleteCommit")
     assert read_all(cluster, topic) == [f"st-{i}" for i in range(10)]
