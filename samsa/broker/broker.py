@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -372,6 +373,13 @@ class Broker:
         if self.is_broker and self._hosting:
             await self.lifecycle.controlled_shutdown(
                 min(5.0, self.config.get_int("broker.session.timeout.ms") / 1000))
+        # from here the image no longer changes local logs or roles (no fetcher may start
+        # after the replica manager stopped, nor write into logs being closed)
+        self._hosting = False
+        if self._reconcile_task is not None and not self._reconcile_task.done():
+            self._reconcile_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconcile_task
         await self.lifecycle.stop()
         await self.replicas.stop()
         if hasattr(self, "_producer_expiry"):

@@ -235,7 +235,10 @@ def test_reassignment_throttle_bounds_the_copy_rate(cluster: SamsaCluster, tmp_p
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("throttled", 1, replica_assignment=[[1]])])["throttled"] \
         .result(30)
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20})
+    # small batches: a fetch always returns at least one whole batch (KIP-74), so the batch size
+    # bounds how far one fetch can overshoot the quota
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 20,
+                  "batch.size": 16384})
     wait_until("leader", lambda: partition_view(cluster, "throttled")["leader"] == 1, 30)
     value = b"x" * 1000
     for i in range(2000):
@@ -270,3 +273,57 @@ def test_reassignment_throttle_bounds_the_copy_rate(cluster: SamsaCluster, tmp_p
     assert partition_view(cluster, "throttled")["replicas"] == (1, 2)
     wait_until("copies identical", lambda: segment_bytes(cluster, 2, "throttled")
                == segment_bytes(cluster, 1, "throttled"), 30)
+
+
+def test_sigterm_of_a_leader_exits_cleanly_while_producing(cluster: SamsaCluster) -> None:
+    """A controlled shutdown of a partition leader with acks=all writes running: leadership moves,
+    the broker exits by itself (no fetcher started by the shutdown's own metadata change keeps it
+    alive, none writes into closed logs), and nothing acknowledged is lost."""
+    import subprocess
+    import threading
+
+    from confluent_kafka import Producer
+
+    view = wait_until("full ISR", lambda: (v := partition_view(cluster))["leader"] >= 0
+                      and len(v["isr"]) == 3 and v, 60)
+    node = cluster.node(view["leader"])
+    acked: list[tuple[bytes, int]] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                      "enable.idempotence": True, "linger.ms": 2})
+        i = 0
+        while not stop.is_set():
+            p.produce(TOPIC, f"t-{i}".encode(), on_delivery=lambda e, m: e is None and
+                      acked.append((m.value(), m.offset())))
+            p.poll(0.005)
+            i += 1
+        p.flush(60)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    time.sleep(1.0)
+    assert node.proc is not None
+    node.proc.terminate()
+    try:
+        code = node.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        code = None
+    time.sleep(1.0)
+    stop.set()
+    writer.join(90)
+    log_text = node.log_text()
+    node.proc = None if code is not None else node.proc
+    if code is None:
+        node.kill()
+    assert code == 0, "the broker did not exit after SIGTERM within 15 s"
+    assert "Bad file descriptor" not in log_text
+    after = wait_until("a new leader", lambda: (v := partition_view(cluster))["leader"]
+                       not in (-1, node.node_id) and v, 30)
+    assert after["epoch"] > view["epoch"]
+    node.start()
+    wait_until("back in the ISR", lambda: node.node_id in partition_view(cluster)["isr"], 60)
+    seen = set(consume_all(cluster, max(o for _, o in acked) + 1))
+    missing = [(v, o) for v, o in acked if (o, v) not in seen]
+    assert not missing, missing[:5]

@@ -155,8 +155,15 @@ async def _complete_then(broker: Broker, logs: list[PartitionLog],
     if replicate:
         codes = await asyncio.gather(*(broker.replicas.wait_replicated(lg, end, timeout_s)
                                        for lg, end, _ in replicate))
-        for (_, _, r), code in zip(replicate, codes, strict=True):
+        hints: LeaderHints | None = None
+        for (lg, _, r), code in zip(replicate, codes, strict=True):
             if code:
                 r.update(_error(r["index"], code))
+                if code == Err.NOT_LEADER_OR_FOLLOWER and ctx.version >= 10:
+                    # leadership moved during the wait: say where it went (KIP-951)
+                    hints = hints or LeaderHints(broker, ctx)
+                    r["current_leader"] = hints.current_leader(lg.topic, lg.partition)
+        if hints is not None:
+            endpoints = sorted({*(endpoints or []), *(hints.node_endpoints() or [])})
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
                                                           responses, endpoints)

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from enum import Enum
 
-from ..metadata.image import PartitionState
-from ..metadata.records import NO_LEADER, NO_LEADER_CHANGE, PartitionChangeRecord
+from ..metadata.image import PartitionState, apply_partition_change
+from ..metadata.records import NO_LEADER, PartitionChangeRecord
 
 __all__ = ["RECOVERED", "RECOVERING", "Election", "build_change", "complete_reassignment",
            "merged", "reassignment_in_progress"]
@@ -128,21 +128,7 @@ def _elect(ps: PartitionState, replicas: list[int], isr: list[int],
 
 
 def merged(ps: PartitionState, r: PartitionChangeRecord) -> PartitionState:
-    """A copy of `ps` with `r` applied as the image applies it (a leader field, even the same
-    leader, bumps the leader epoch; every change bumps the partition epoch)."""
+    """A copy of `ps` with `r` applied as the image applies it."""
     out = dataclasses.replace(ps)
-    if r.replicas is not None:
-        out.replicas = r.replicas
-    if r.isr is not None:
-        out.isr = r.isr
-    if r.removing_replicas is not None:
-        out.removing_replicas = r.removing_replicas
-    if r.adding_replicas is not None:
-        out.adding_replicas = r.adding_replicas
-    if r.leader != NO_LEADER_CHANGE:
-        out.leader = r.leader
-        out.leader_epoch += 1
-    if r.leader_recovery_state != -1:
-        out.leader_recovery_state = r.leader_recovery_state
-    out.partition_epoch += 1
+    apply_partition_change(out, r)
     return out

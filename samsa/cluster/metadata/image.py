@@ -196,34 +196,13 @@ class MetadataImage:
             r.adding_replicas, r.leader_recovery_state, r.directories)
 
     def _partition_change(self, r: PartitionChangeRecord) -> None:
-        """Kafka's PartitionRegistration.merge: given fields replace, a new leader (even the same
-        one) bumps the leader epoch, every change bumps the partition epoch."""
         t = self.by_id.get(r.topic_id)
         p = t.partitions.get(r.partition_id) if t is not None else None
         if p is None:
             log.warning("PartitionChangeRecord for unknown partition %s-%d: ignored", r.topic_id,
                         r.partition_id)
             return
-        if r.replicas is not None:
-            if r.directories is None and p.directories:
-                # each replica keeps its log dir; a new one has none yet (Kafka's UNASSIGNED)
-                dirs = dict(zip(p.replicas, p.directories, strict=False))
-                p.directories = tuple(dirs.get(b, UNASSIGNED_DIR) for b in r.replicas)
-            p.replicas = r.replicas
-        if r.isr is not None:
-            p.isr = r.isr
-        if r.removing_replicas is not None:
-            p.removing_replicas = r.removing_replicas
-        if r.adding_replicas is not None:
-            p.adding_replicas = r.adding_replicas
-        if r.leader != NO_LEADER_CHANGE:
-            p.leader = r.leader
-            p.leader_epoch += 1
-        if r.leader_recovery_state != -1:
-            p.leader_recovery_state = r.leader_recovery_state
-        if r.directories is not None:
-            p.directories = r.directories
-        p.partition_epoch += 1
+        apply_partition_change(p, r)
 
     def _config(self, r: ConfigRecord) -> None:
         layer: dict[str, str]
@@ -304,3 +283,28 @@ class MetadataImage:
                     out[d.name] = layer[d.broker_synonym]
                     break
         return out
+
+
+def apply_partition_change(p: PartitionState, r: PartitionChangeRecord) -> None:
+    """Kafka's PartitionRegistration.merge: given fields replace, a new leader (even the same
+    one) bumps the leader epoch, every change bumps the partition epoch."""
+    if r.replicas is not None:
+        if r.directories is None and p.directories:
+            # each replica keeps its log dir; a new one has none yet (Kafka's UNASSIGNED)
+            dirs = dict(zip(p.replicas, p.directories, strict=False))
+            p.directories = tuple(dirs.get(b, UNASSIGNED_DIR) for b in r.replicas)
+        p.replicas = r.replicas
+    if r.isr is not None:
+        p.isr = r.isr
+    if r.removing_replicas is not None:
+        p.removing_replicas = r.removing_replicas
+    if r.adding_replicas is not None:
+        p.adding_replicas = r.adding_replicas
+    if r.leader != NO_LEADER_CHANGE:
+        p.leader = r.leader
+        p.leader_epoch += 1
+    if r.leader_recovery_state != -1:
+        p.leader_recovery_state = r.leader_recovery_state
+    if r.directories is not None:
+        p.directories = r.directories
+    p.partition_epoch += 1

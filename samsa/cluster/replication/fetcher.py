@@ -119,11 +119,16 @@ class ReplicaFetcher:
                 await self._fetch_once(channel, ready)
             except asyncio.CancelledError:
                 raise
-            except ChannelError as e:
-                log.debug("%r: fetch failed: %s", self, e)
-                self._delay(ready, cfg.backoff_s)
-            except Exception:
-                log.exception("%r: fetch failed", self)
+            except Exception as e:
+                task = asyncio.current_task()
+                if self._stopped or (task is not None and task.cancelling()):
+                    # a cancel that raced the failure it caused (the channel closed under the
+                    # request) must not be lost, or this task outlives the broker
+                    raise asyncio.CancelledError from e
+                if isinstance(e, ChannelError):
+                    log.debug("%r: fetch failed: %s", self, e)
+                else:
+                    log.exception("%r: fetch failed", self)
                 self._delay(ready, cfg.backoff_s)
 
     def _delay(self, parts: list[Following], seconds: float) -> None:

@@ -139,6 +139,8 @@ class ReplicaManager:
     def apply(self, image: MetadataImage, logs: Callable[[str, int], PartitionLog | None]) -> None:
         """Make this broker's roles match the image: lead what it leads, follow the rest of its
         replicas, drop what it no longer holds."""
+        if self._closed:
+            return
         now = _now_ms()
         seen: set[TP] = set()
         for name, t in image.topics.items():
