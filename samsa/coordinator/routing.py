@@ -39,3 +39,15 @@ async def owner_error(coord: Coordinator, key: str) -> int:
     if p not in coord.loaded:
         coord.load({p})
     return 0
+
+
+def append_error(code: int) -> int:
+    """What a client is told when a coordinator's write to its internal topic did not reach the
+    ISR (Kafka's mapping in the group and transaction state managers): NOT_COORDINATOR when the
+    partition's leadership moved, COORDINATOR_NOT_AVAILABLE when it may succeed on a retry."""
+    if code in (Err.NOT_LEADER_OR_FOLLOWER, Err.KAFKA_STORAGE_ERROR):
+        return Err.NOT_COORDINATOR
+    if code in (Err.UNKNOWN_TOPIC_OR_PARTITION, Err.NOT_ENOUGH_REPLICAS,
+                Err.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Err.REQUEST_TIMED_OUT):
+        return Err.COORDINATOR_NOT_AVAILABLE
+    return Err.UNKNOWN_SERVER_ERROR

@@ -7,6 +7,7 @@ forwarding a write to the leader)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -21,12 +22,18 @@ from .state import RegistryState
 log = logging.getLogger("samsa.registry.store")
 
 TOPIC_CONFIG = {"cleanup.policy": "compact"}
+# Confluent's kafkastore.topic.replication.factor: the topic gets the smaller of this and the
+# number of brokers, so `_schemas` survives a broker's loss on a cluster (a leader change)
+REPLICATION_FACTOR = 3
+END_OFFSET_ATTEMPT_S = 2.0
 
 
 class KafkaStore:
     def __init__(self, bootstrap: str, topic: str, state: RegistryState, *,
-                 timeout_s: float = 30.0, client_id: str = "samsa-registry") -> None:
+                 timeout_s: float = 30.0, client_id: str = "samsa-registry",
+                 replication_factor: int = REPLICATION_FACTOR) -> None:
         self.bootstrap = bootstrap
+        self.replication_factor = replication_factor
         self.topic = topic
         self.state = state
         self.timeout_s = timeout_s
@@ -72,11 +79,12 @@ class KafkaStore:
         admin = AdminClient(self._base)
         deadline = time.monotonic() + self.timeout_s
         while True:
-            fut = admin.create_topics([NewTopic(self.topic, 1, 1, config=TOPIC_CONFIG)],
-                                      operation_timeout=10)[self.topic]
             try:
+                rf = self._replication(admin)
+                fut = admin.create_topics([NewTopic(self.topic, 1, rf, config=TOPIC_CONFIG)],
+                                          operation_timeout=10)[self.topic]
                 fut.result(timeout=10)
-                log.info("created %s (compacted)", self.topic)
+                log.info("created %s (compacted, replication factor %d)", self.topic, rf)
                 return
             except KafkaException as e:
                 err = e.args[0] if e.args else None
@@ -85,6 +93,11 @@ class KafkaStore:
                 if time.monotonic() > deadline:
                     raise errors.store_error(f"cannot create {self.topic}: {e}") from None
                 time.sleep(0.5)
+
+    def _replication(self, admin: AdminClient) -> int:
+        """The configured replication factor capped by the brokers the cluster has."""
+        brokers = len(admin.list_topics(timeout=10).brokers)  # KafkaException: retried
+        return max(1, min(self.replication_factor, brokers))
 
     # ---- reading ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -120,14 +133,24 @@ class KafkaStore:
                         self.state.changed.notify_all()
 
     def end_offset(self) -> int:
+        """The topic's log end, asked in short attempts with a metadata refresh between two: a
+        ListOffsets that librdkafka queued for a leader that died waits for that broker, since
+        the client never looks for the new leader of a partition it does not fetch."""
         assert self._wm is not None
+        tp = TopicPartition(self.topic, 0)
+        deadline = time.monotonic() + self.timeout_s
         with self._wm_lock:
-            try:
-                _, high = self._wm.get_watermark_offsets(TopicPartition(self.topic, 0),
-                                                         timeout=self.timeout_s, cached=False)
-            except KafkaException as e:
-                raise errors.store_timeout(f"cannot read the end of {self.topic}: {e}") from None
-        return int(high)
+            while True:
+                attempt = max(0.1, min(END_OFFSET_ATTEMPT_S, deadline - time.monotonic()))
+                try:
+                    _, high = self._wm.get_watermark_offsets(tp, timeout=attempt, cached=False)
+                    return int(high)
+                except KafkaException as e:
+                    if time.monotonic() >= deadline:
+                        raise errors.store_timeout(
+                            f"cannot read the end of {self.topic}: {e}") from None
+                with contextlib.suppress(KafkaException):
+                    self._wm.list_topics(self.topic, timeout=attempt)  # learn the new leader
 
     def wait_read(self, upto: int) -> None:
         with self.state.changed:

@@ -5,14 +5,16 @@ Offset maps are dicts keyed by "topic/partition" (string keys: Spark round-trips
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, key, split_key
 
 TIMEOUT_S = 30.0
+ATTEMPT_S = 2.0  # one ListOffsets attempt of watermark()
 
 
 class DataLossError(RuntimeError):
@@ -52,14 +54,26 @@ def partitions(c: Consumer, sub: Subscription) -> list[str]:
     return sorted(out)
 
 
+def watermark(c: Consumer, tp: TopicPartition, timeout_s: float = TIMEOUT_S) -> tuple[int, int]:
+    """(earliest, latest) of one partition, asked in short attempts with a metadata refresh
+    between two: librdkafka sends the query to the leader its metadata names and waits for that
+    broker, so after a leader change (a kill -9) a single call would wait out the whole timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        attempt = max(0.1, min(ATTEMPT_S, deadline - time.monotonic()))
+        try:
+            lo, hi = c.get_watermark_offsets(tp, timeout=attempt, cached=False)
+            return int(lo), int(hi)
+        except KafkaException:
+            if time.monotonic() >= deadline:
+                raise
+        with suppress(KafkaException):
+            c.list_topics(tp.topic, timeout=attempt)  # learn the partition's current leader
+
+
 def watermarks(c: Consumer, keys: Iterable[str]) -> dict[str, tuple[int, int]]:
     """(earliest, latest) per partition; latest is the last stable offset for read_committed."""
-    out = {}
-    for k in keys:
-        t, p = split_key(k)
-        lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S, cached=False)
-        out[k] = (int(lo), int(hi))
-    return out
+    return {k: watermark(c, TopicPartition(*split_key(k))) for k in keys}
 
 
 def by_timestamp(c: Consumer, wanted: dict[str, int], strategy: str) -> dict[str, int]:

@@ -13,7 +13,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark.sql.datasource import InputPartition
 
-from .offsets import TIMEOUT_S, DataLossError, consumer_conf
+from .offsets import DataLossError, consumer_conf, watermark
 from .schema import HEADER_TYPE, arrow_schema
 
 BATCH_ROWS = 10_000
@@ -105,7 +105,7 @@ def read_range(client: dict[str, str], r: OffsetRange, include_headers: bool, fa
     c = Consumer(conf)
     try:
         tp = TopicPartition(r.topic, r.partition)
-        lo, hi = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+        lo, hi = watermark(c, tp)
         start = r.start
         if start < lo:
             msg = (f"offsets {start}..{min(lo, r.end) - 1} of {r.topic}/{r.partition} no longer exist "
@@ -149,7 +149,7 @@ def read_range(client: dict[str, str], r: OffsetRange, include_headers: bool, fa
                     if fail_on_data_loss:
                         raise DataLossError(f"offset out of range in {r.topic}/{r.partition}: "
                                             f"{err.str()}; some data may have been lost")
-                    lo, _ = c.get_watermark_offsets(tp, timeout=TIMEOUT_S, cached=False)
+                    lo, _ = watermark(c, tp)
                     if lo >= r.end:
                         done = True
                     else:

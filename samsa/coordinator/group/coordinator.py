@@ -18,7 +18,8 @@ import uuid
 from base64 import b64decode, b64encode
 from typing import Any
 
-from samsa.cluster.internal_topic import InternalTopic
+from samsa.cluster.internal_topic import InternalTopic, ReplicationError
+from samsa.coordinator.routing import append_error
 
 from .assignors import ASSIGNORS, TP
 from .consumer_group import (
@@ -773,6 +774,9 @@ class GroupCoordinator(ConsumerProtocolMixin):
             try:
                 async with self._write_lock:
                     await self.topic.append(self.topic.partition_of(group_id), records)
+            except ReplicationError as e:
+                log.warning("offset commit for %s not written: %s", group_id, e)
+                return append_error(e.code)
             except Exception as e:  # noqa: BLE001
                 log.error("offset commit for %s failed: %r", group_id, e)
                 return COORDINATOR_NOT_AVAILABLE
@@ -829,8 +833,11 @@ class GroupCoordinator(ConsumerProtocolMixin):
             if (topic, p) in g.offsets:
                 records.append((self._offset_key(group_id, topic, p), None))
         if records:
-            async with self._write_lock:
-                await self.topic.append(self.topic.partition_of(group_id), records)
+            try:
+                async with self._write_lock:
+                    await self.topic.append(self.topic.partition_of(group_id), records)
+            except ReplicationError as e:
+                return append_error(e.code)
             for (topic, p), c in codes.items():
                 if c == NONE:
                     g.offsets.pop((topic, p), None)
@@ -865,8 +872,11 @@ class GroupCoordinator(ConsumerProtocolMixin):
         records: list[tuple[bytes, bytes | None]] = [
             (self._offset_key(group_id, t, p), None) for t, p in g.offsets]
         records.append((self._group_key(group_id), None))
-        async with self._write_lock:
-            await self.topic.append(self.topic.partition_of(group_id), records)
+        try:
+            async with self._write_lock:
+                await self.topic.append(self.topic.partition_of(group_id), records)
+        except ReplicationError as e:
+            return append_error(e.code)
         g.state = GroupState.DEAD
         self.groups.pop(group_id, None)
         return NONE
@@ -924,10 +934,14 @@ class GroupCoordinator(ConsumerProtocolMixin):
         codes, records, entries = self._offset_records(group_id, offsets, -1)
         staged = {(group_id, t, p): e for (t, p), e in entries.items()}
         if records:
-            async with self._write_lock:
-                await self.topic.append(self.topic.partition_of(group_id), records,
-                                        producer_id=producer_id, producer_epoch=producer_epoch,
-                                        transactional=True)
+            try:
+                async with self._write_lock:
+                    await self.topic.append(self.topic.partition_of(group_id), records,
+                                            producer_id=producer_id,
+                                            producer_epoch=producer_epoch, transactional=True)
+            except ReplicationError as e:
+                log.warning("transactional offset commit for %s not written: %s", group_id, e)
+                return append_error(e.code)
             self.pending_txn.setdefault(producer_id, {}).update(staged)
         return codes
 

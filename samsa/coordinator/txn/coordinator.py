@@ -16,17 +16,19 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from samsa.cluster.internal_topic import InternalTopic
+from samsa.cluster.internal_topic import InternalTopic, ReplicationError
+from samsa.coordinator.routing import append_error
 
 log = logging.getLogger("samsa.txn")
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 INVALID_PRODUCER_ID_MAPPING = 49
@@ -72,6 +74,11 @@ class TxnMetadata:
                            "update": self.update_ms}).encode()
 
 
+def _copy(meta: TxnMetadata) -> TxnMetadata:
+    return TxnMetadata(**{f.name: getattr(meta, f.name) for f in fields(TxnMetadata)}
+                       | {"partitions": set(meta.partitions)})
+
+
 # (producer id, epoch, commit?, partitions) -> writes the markers
 MarkerWriter = Callable[[int, int, bool, set[tuple[str, int]]], Awaitable[None]]
 
@@ -103,6 +110,9 @@ class TransactionCoordinator:
         self.offsets_partition = offsets_partition
         self.partition_exists = partition_exists
         self.txns: dict[str, TxnMetadata] = {}
+        # each id's state as last written to (or replayed from) the log: a failed write puts
+        # the in-memory state back to it, as Kafka drops a pending transition
+        self._durable: dict[str, TxnMetadata] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._completing: set[asyncio.Task[None]] = set()
@@ -123,12 +133,14 @@ class TransactionCoordinator:
             tid = json.loads(key)["tid"]
             if value is None:
                 self.txns.pop(tid, None)
+                self._durable.pop(tid, None)
                 continue
             v = json.loads(value)
             self.txns[tid] = TxnMetadata(tid, v["pid"], v["epoch"], v["timeout"],
                                          TxnState(v["state"]),
                                          {(t, p) for t, p in v["partitions"]}, v["start"],
                                          v["update"])
+            self._durable[tid] = _copy(self.txns[tid])
         if late and self._started:
             for tid in set(self.txns) - before:
                 meta = self.txns[tid]
@@ -142,6 +154,7 @@ class TransactionCoordinator:
         of = self.topic.partition_of
         for tid in [t for t in self.txns if of(t) in partitions]:
             del self.txns[tid]
+            self._durable.pop(tid, None)
 
     def start(self) -> None:
         self._started = True
@@ -155,9 +168,22 @@ class TransactionCoordinator:
         """Write a decided transaction's markers in the background (under its lock), unless
         someone completes it first."""
         async def run() -> None:
-            async with self._lock(meta.transactional_id):
-                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                    await self._complete(meta)
+            backoff = 0.1
+            while True:
+                async with self._lock(meta.transactional_id):
+                    if meta.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT) \
+                            or self.txns.get(meta.transactional_id) is not meta:
+                        return  # done, or no longer ours: the new coordinator finishes it
+                    try:
+                        await self._complete(meta)
+                        return
+                    except TxnError as e:
+                        if e.code == NOT_COORDINATOR:
+                            return
+                        log.warning("completing transaction %s: %s; retrying",
+                                    meta.transactional_id, e)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
 
         task = asyncio.create_task(run())
         self._completing.add(task)
@@ -168,8 +194,7 @@ class TransactionCoordinator:
         # finish what a crash interrupted: markers of a decided transaction are (re)written
         for meta in list(self.txns.values()):
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                async with self._lock(meta.transactional_id):
-                    await self._complete(meta)
+                self._complete_soon(meta)  # retried until written (or no longer ours)
         while True:
             await asyncio.sleep(self.config.check_interval_ms / 1000)
             try:
@@ -182,10 +207,29 @@ class TransactionCoordinator:
         return self._locks.setdefault(tid, asyncio.Lock())
 
     async def _persist(self, meta: TxnMetadata) -> None:
+        """Write the id's new state; if the write does not reach the ISR, the in-memory state
+        goes back to the last one written and the caller gets a retriable TxnError (a transition
+        that is not durable must not be acted on: no markers for an unwritten PrepareCommit)."""
+        tid = meta.transactional_id
         meta.update_ms = _now()
-        await self.topic.append(self.topic.partition_of(meta.transactional_id),
-                                [(json.dumps({"tid": meta.transactional_id}).encode(),
-                                  meta.to_json())])
+        try:
+            await self.topic.append(self.topic.partition_of(tid),
+                                    [(json.dumps({"tid": tid}).encode(), meta.to_json())])
+        except ReplicationError as e:
+            self._restore(meta)
+            raise TxnError(append_error(e.code), str(e)) from None
+        self._durable[tid] = _copy(meta)
+
+    def _restore(self, meta: TxnMetadata) -> None:
+        tid = meta.transactional_id
+        last = self._durable.get(tid)
+        if last is None:
+            if self.txns.get(tid) is meta:
+                del self.txns[tid]  # never written: as if InitProducerId had not happened
+            return
+        for f in fields(TxnMetadata):
+            setattr(meta, f.name, getattr(last, f.name))
+        meta.partitions = set(last.partitions)
 
     # ---- InitProducerId ------------------------------------------------------------------
     async def init_producer_id(self, tid: str, timeout_ms: int, pid_hint: int,
@@ -270,7 +314,10 @@ class TransactionCoordinator:
                     meta.partitions = set()
                     meta.start_ms = _now()
                 meta.partitions |= set(partitions)
-                await self._persist(meta)
+                try:
+                    await self._persist(meta)
+                except TxnError as e:
+                    return dict.fromkeys(partitions, e.code)
             return dict.fromkeys(partitions, NONE)
 
     async def add_offsets(self, tid: str, pid: int, epoch: int, group_id: str) -> int:
@@ -308,7 +355,7 @@ class TransactionCoordinator:
             task = self._complete_soon(meta)
         # Kafka answers once the decision is written and sends the markers after; Samsa also
         # waits for them (bounded), so a reader that starts right after the commit sees it
-        with contextlib.suppress(TimeoutError):
+        with contextlib.suppress(Exception):  # the decision is durable: the answer is success
             await asyncio.wait_for(asyncio.shield(task), self.config.marker_wait_ms / 1000)
         return answer
 
@@ -350,9 +397,13 @@ class TransactionCoordinator:
                 continue
             async with self._lock(meta.transactional_id):
                 key = json.dumps({"tid": meta.transactional_id}).encode()
-                await self.topic.append(self.topic.partition_of(meta.transactional_id),
-                                        [(key, None)])
+                try:
+                    await self.topic.append(self.topic.partition_of(meta.transactional_id),
+                                            [(key, None)])
+                except ReplicationError:
+                    continue  # not durable: kept, tried again at the next check
                 self.txns.pop(meta.transactional_id, None)
+                self._durable.pop(meta.transactional_id, None)
                 n += 1
         return n
 
