@@ -28,6 +28,27 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 INCREMENTAL_ALTER_CONFIGS, ALLOCATE_PRODUCER_IDS = 44, 67
 ALTER_PARTITION = 56
 RETRY_S = 0.05
+LEADER_POLL_S = 0.1  # how often a request to the controller checks that it is still the leader
+
+
+async def call_controller(node: Any, ch: Any, api_key: int, version: int, body: Any,
+                          timeout_s: float) -> Any:
+    """One request to the active controller's channel, abandoned (None) as soon as the quorum
+    has another leader: a frozen or cut-off old controller must not hold a broker's heartbeats
+    and ISR changes for a whole request timeout (Kafka's controller channel disconnects from
+    the old controller when the leader changes). ChannelError after `timeout_s`."""
+    leader = node.leader_id
+    task = asyncio.ensure_future(ch.request(api_key, version, body, timeout_s=timeout_s))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=LEADER_POLL_S)
+            if done:
+                return task.result()
+            if node.leader_id != leader:
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
 PRODUCER_ID_BLOCK_TIMEOUT_S = 30.0
 
 
@@ -80,9 +101,9 @@ class ControllerClient:
             ch = self.broker.controller_channel()
             if ch is not None:
                 try:
-                    resp = await ch.request(api_key, version, body)
-                    code = top_error(resp)
-                    if code != Err.NOT_CONTROLLER:
+                    resp = await call_controller(self.node, ch, api_key, version, body,
+                                                 max(deadline - time.monotonic(), 0.1))
+                    if resp is not None and top_error(resp) != Err.NOT_CONTROLLER:
                         return resp
                 except ChannelError:
                     pass

@@ -41,6 +41,7 @@ class BrokerLifecycle:
         self.shut_down_ok = asyncio.Event()
         self.unfenced = asyncio.Event()
         self.interval_s = broker.config.get_int("broker.heartbeat.interval.ms") / 1000
+        self.session_s = broker.config.get_int("broker.session.timeout.ms") / 1000
         self._task: asyncio.Task[None] | None = None
         self._why = ""
         self._last_log = 0.0
@@ -150,6 +151,7 @@ class BrokerLifecycle:
             self.shut_down_ok.set()
 
     async def _call(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        from samsa.broker.controller_client import call_controller
         from samsa.cluster.channel import ChannelError
 
         ch = self.broker.controller_channel()
@@ -160,10 +162,15 @@ class BrokerLifecycle:
                            f"{self.broker.config.get('controller.quorum.voters')})")
             return None
         try:
-            resp = await ch.request(api_key, version, body)
+            # bounded well inside the session: a heartbeat stuck on a frozen controller must
+            # not outlive it (a new controller would fence this live broker)
+            resp = await call_controller(self.node, ch, api_key, version, body,
+                                         self.session_s / 2)
         except ChannelError as e:
             self._complain(f"cannot reach the controller at {ch.host}:{ch.port}: {e}")
             return None
+        if resp is None:
+            return None  # the quorum has a new leader: ask it
         if getattr(resp, "error_code", 0) == Err.NOT_CONTROLLER:
             return None
         return resp
