@@ -113,7 +113,11 @@ class IdempotentProducers:
 
     def _run(self, i: int) -> None:
         conf = {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"{self.tag}-{i}",
+                # librdkafka's default message timeout: when a message times out, librdkafka
+                # bumps the producer epoch and re-sends the batches that may have been written,
+                # which duplicates them across epochs (a client behaviour no broker can undo,
+                # confluentinc/librdkafka#4953); a 60 s timeout did so during isolations
+                "linger.ms": 5, "message.timeout.ms": 300000, "client.id": f"{self.tag}-{i}",
                 **_quiet_conf("eos"), **self.conf}
         p = Producer(conf)
         seq = 0
