@@ -296,13 +296,17 @@ class SamsaCluster:
                  overrides: dict[str, str] | None = None, data_dir: str | Path | None = None,
                  controllers: int | Iterable[int] | None = None, startup_timeout: float = 60.0,
                  base_port: int | None = None, cluster_id: str | None = None,
-                 proxied: bool = False) -> None:
+                 proxied: bool = False,
+                 node_overrides: dict[int, dict[str, str]] | None = None) -> None:
+        """`node_overrides`: settings for single nodes (node id -> settings), over `overrides`
+        (e.g. each broker's `broker.rack`)."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="samsa-cluster-")
             data_dir = self._tmp.name
         self.data_dir = Path(data_dir)
         self.overrides = dict(overrides or {})
+        self.node_overrides = {k: dict(v) for k, v in (node_overrides or {}).items()}
         self.startup_timeout = startup_timeout
         self.cluster_id = cluster_id or self._existing_cluster_id() or random_cluster_id()
         self.specs = plan_nodes(n, roles, self.data_dir, controllers, base_port)
@@ -345,7 +349,8 @@ class SamsaCluster:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "cluster.id").write_text(self.cluster_id + "\n")
         for spec in self.specs:
-            write_config(spec, self.voters, self.overrides)
+            write_config(spec, self.voters,
+                         {**self.overrides, **self.node_overrides.get(spec.node_id, {})})
             format_storage(spec, self.cluster_id)
         self._formatted = True
 
