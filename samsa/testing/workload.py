@@ -40,7 +40,7 @@ from confluent_kafka import (
 
 from samsa.cli._cluster_wire import Connection
 from samsa.cli._common import CliError
-from samsa.protocol.batch import LOG_OVERHEAD, read_prefix
+from samsa.protocol.batch import LOG_OVERHEAD, read_header, read_prefix
 from samsa.protocol.records import encode_batch
 
 NOT_ENOUGH_REPLICAS = 19
@@ -505,6 +505,8 @@ class Report:
     lost: int = 0
     duplicates: int = 0  # acknowledged values present more than once
     unacked_duplicates: int = 0  # values whose delivery failed, present more than once
+    # acknowledged values the client re-sent under a bumped producer epoch (librdkafka#4953)
+    epoch_bump_duplicates: int = 0
     moved: int = 0  # present, but not at the offset its delivery report gave
     failed: int = 0
     unknown: int = 0
@@ -547,8 +549,41 @@ class Report:
         return "\n".join(lines)
 
 
-def check_values(report: Report, producers: IdempotentProducers, final: list[Seen]) -> None:
-    """Every acknowledged value present exactly once, at the offset it was acknowledged at."""
+def batch_producer(partition_dir: Path, offset: int) -> tuple[int, int] | None:
+    """(producer id, producer epoch) of the batch holding `offset` in a replica's segments."""
+    for seg in sorted(partition_dir.glob("*.log"), key=lambda p: int(p.stem)):
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 61 <= len(data):
+            h = read_header(data, pos)
+            if h.size <= 0:
+                break
+            if h.base_offset <= offset <= h.last_offset:
+                return h.producer_id, h.producer_epoch
+            pos += h.size
+    return None
+
+
+def _epoch_bumped(copies: list[tuple[int, int]], topic: str,
+                  log_dirs: dict[int, Path] | None) -> bool:
+    """The copies of a value were written by one producer id under different producer epochs:
+    librdkafka re-sent a batch that may have been written after bumping the epoch (it does so when
+    messages time out, confluentinc/librdkafka#4953); a broker deduplicates within an epoch only,
+    as Kafka's does. Judged from the first replica whose segments hold every copy."""
+    for d in (log_dirs or {}).values():
+        found = [batch_producer(d / f"{topic}-{p}", off) for p, off in copies]
+        if all(f is not None for f in found):
+            ids = {f[0] for f in found if f is not None}
+            epochs = [f[1] for f in found if f is not None]
+            return len(ids) == 1 and len(set(epochs)) == len(epochs)
+    return False
+
+
+def check_values(report: Report, producers: IdempotentProducers, final: list[Seen],
+                 topic: str = "", log_dirs: dict[int, Path] | None = None) -> None:
+    """Every acknowledged value present exactly once, at the offset it was acknowledged at; a
+    value the client itself re-sent under a new producer epoch is counted apart (see
+    `_epoch_bumped`), a duplicate within one producer epoch fails."""
     counts = Counter(s.value for s in final)
     where = {s.value: (s.partition, s.offset) for s in final}
     report.acknowledged = len(producers.acked)
@@ -568,7 +603,12 @@ def check_values(report: Report, producers: IdempotentProducers, final: list[See
         if counts[s.value] > 1:
             copies[s.value].append((s.partition, s.offset))
     for value, n in counts.items():
-        if n > 1 and value in producers.acked:
+        if n > 1 and value in producers.acked and _epoch_bumped(copies[value], topic, log_dirs):
+            report.epoch_bump_duplicates += n - 1
+            report.notes.append(f"acknowledged {value} present {n} times at {copies[value]}, "
+                                "each copy under another producer epoch (the client re-sent it "
+                                "after an epoch bump)")
+        elif n > 1 and value in producers.acked:
             report.duplicates += n - 1
             report.problem(f"acknowledged {value} (at {producers.acked[value]}) present {n} times "
                            f"at (partition, offset) {copies[value]}")
@@ -715,7 +755,7 @@ def check(producers: IdempotentProducers, bootstrap: str, topic: str, n_partitio
     except (TimeoutError, KafkaException) as e:
         report.problem(f"cannot read {topic} back, nothing judged of its values: {e}")
     else:
-        check_values(report, producers, final)
+        check_values(report, producers, final, topic, log_dirs)
     aborted = txn.aborted if txn is not None else set()
     for reader in readers:
         check_reader(report, reader, aborted)

@@ -125,3 +125,31 @@ def test_torn_tail_ends_the_scan(tmp_path: Path) -> None:
     b0 = batch(0, [b"a"])
     write_segment(tmp_path / "t-0", [b0, batch(1, [b"b"])[:20]])
     assert segment_batches(tmp_path / "t-0", 10) == b0
+
+
+def test_duplicates_under_a_bumped_epoch_are_told_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A value written twice by one producer id under two producer epochs is the client's
+    re-send after an epoch bump (librdkafka#4953), counted apart; twice under one epoch is the
+    broker's idempotence failing, and fails the run."""
+    from samsa.protocol.batch import set_base_offset
+    from samsa.protocol.records import encode_batch
+    from samsa.testing.workload import _epoch_bumped, batch_producer
+
+    def write(topic: str, epochs: list[int]) -> None:
+        d = tmp_path / "n1" / f"{topic}-0"
+        d.mkdir(parents=True)
+        data = bytearray()
+        for i, epoch in enumerate(epochs):
+            b = bytearray(encode_batch([(None, b"v", [], 0)], producer_id=7,
+                                       producer_epoch=epoch, base_sequence=0))
+            set_base_offset(b, i)
+            data += b
+        (d / "00000000000000000000.log").write_bytes(bytes(data))
+
+    write("bumped", [0, 1])
+    write("same", [0, 0])
+    dirs = {1: tmp_path / "n1"}
+    assert batch_producer(dirs[1] / "bumped-0", 1) == (7, 1)
+    assert _epoch_bumped([(0, 0), (0, 1)], "bumped", dirs)
+    assert not _epoch_bumped([(0, 0), (0, 1)], "same", dirs)
+    assert not _epoch_bumped([(0, 0), (0, 1)], "absent", dirs)
