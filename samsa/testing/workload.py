@@ -113,11 +113,12 @@ class IdempotentProducers:
 
     def _run(self, i: int) -> None:
         conf = {"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                # librdkafka's default message timeout: when a message times out, librdkafka
-                # bumps the producer epoch and re-sends the batches that may have been written,
-                # which duplicates them across epochs (a client behaviour no broker can undo,
-                # confluentinc/librdkafka#4953); a 60 s timeout did so during isolations
-                "linger.ms": 5, "message.timeout.ms": 300000, "client.id": f"{self.tag}-{i}",
+                # 60 s: a producer stuck on a cut-off old leader gives up on those messages (and
+                # refreshes its metadata) within the fault's liveness window. When messages time
+                # out librdkafka bumps the producer epoch and re-sends batches that may have been
+                # written (confluentinc/librdkafka#4953): the checker counts such cross-epoch
+                # copies apart from duplicates within an epoch
+                "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"{self.tag}-{i}",
                 **_quiet_conf("eos"), **self.conf}
         p = Producer(conf)
         seq = 0
