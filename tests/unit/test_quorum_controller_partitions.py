@@ -493,6 +493,7 @@ class _Node:
         self.node_id = node_id
         self.image = h.image
         self.active = active
+        self.leader_id = node_id if active else 99  # the quorum leader (the active controller)
 
 
 class _WireChannel:
