@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from samsa.testing import SamsaCluster
+from tests import replication_util
 from tests.cluster_util import wait_until
 from tests.wire import Wire
 
@@ -46,25 +47,7 @@ def cluster() -> Iterator[SamsaCluster]:
 
 def partition_view(c: SamsaCluster, topic: str = TOPIC, p: int = 0) -> dict[str, Any]:
     """Leader, epoch, replicas and ISR of a partition, as a live broker's Metadata says."""
-    for node in c.brokers:
-        if not node.running:
-            continue
-        try:
-            w = Wire(node.bootstrap, timeout=5)
-        except OSError:
-            continue
-        try:
-            resp = w.request(METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
-                                            "allow_auto_topic_creation": False,
-                                            "include_topic_authorized_operations": False})
-        finally:
-            w.close()
-        for t in resp.topics:
-            for part in t.partitions:
-                if part.partition_index == p:
-                    return {"leader": part.leader_id, "epoch": part.leader_epoch,
-                            "replicas": tuple(part.replica_nodes), "isr": tuple(part.isr_nodes)}
-    raise AssertionError("no live broker answered Metadata")
+    return replication_util.partition_view(c, topic, p)
 
 
 def produce(c: SamsaCluster, values: list[bytes]) -> list[tuple[bytes, int]]:
