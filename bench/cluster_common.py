@@ -104,6 +104,18 @@ def run_header(title: str, command: str) -> list[str]:
             ""]
 
 
+def cell(value: object) -> str:
+    """A report table cell: a float as whole milliseconds, a missing value as –."""
+    return f"{value:.0f}" if isinstance(value, float) else ("–" if value is None else str(value))
+
+
+def write_report(out: str, text: str) -> None:
+    """Write a report where --out says (making its directory) and print it."""
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(text)
+    print(text)
+
+
 def load_line() -> str:
     la = os.getloadavg()
     return f"load average at end {la[0]:.1f}/{la[1]:.1f}/{la[2]:.1f}"

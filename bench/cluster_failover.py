@@ -28,12 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cluster_common import (  # noqa: E402
     Link,
+    cell,
     create_topic,
     load_line,
     percentile,
     quorum_view,
     run_header,
     summary,
+    write_report,
 )
 
 from samsa.cli import _cluster_wire as w  # noqa: E402
@@ -219,17 +221,13 @@ def main() -> None:
               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         def f(k: str, r: dict[str, float | int | str] = r) -> str:
-            v = r.get(k)
-            return f"{v:.0f}" if isinstance(v, float) else ("–" if v is None else str(v))
+            return cell(r.get(k))
         lines.append(f"| {r['kill']} | {r['killed']} | {r['old_epoch']} | {f('leader')} | "
                      f"{f('epoch')} | {f('elected')} | {f('agreed')} | {f('writable')} | "
                      f"{f('writable-follower')} ({f('attempts-follower')}) | "
                      f"{f('writable-leader')} ({f('attempts-leader')}) | {r['errors'] or ''} |")
     lines += ["", load_line()]
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, "\n".join(lines) + "\n")
     for key in keys:
         log(f"{key}: {summary(col(key))}")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clients import ClientPool, Task
-from cluster_common import METADATA, METADATA_VERSION, Link, load_line, run_header
+from cluster_common import METADATA, METADATA_VERSION, Link, load_line, run_header, write_report
 from common import CLK_TCK, QUIET, delete_topic, log, machine_info, steal_seconds
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -263,9 +263,7 @@ def main() -> None:
     finally:
         pool.close()
     text = report(res, args, command, time.monotonic() - start, steal_seconds() - steal0)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, text)
     log(f"written to {args.out} (load {os.getloadavg()[0]:.1f})")
 
 

@@ -56,9 +56,11 @@ from cluster_common import (  # noqa: E402
     METADATA,
     METADATA_VERSION,
     Link,
+    cell,
     load_line,
     percentile,
     run_header,
+    write_report,
 )
 from confluent_kafka import KafkaError, Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -451,18 +453,14 @@ def main() -> None:
               "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         def g(k: str, r: dict[str, float | int | str] = r) -> str:
-            v = r.get(k)
-            return f"{v:.0f}" if isinstance(v, float) else ("–" if v is None else str(v))
+            return cell(r.get(k))
         lines.append(f"| {r['round']} | {r['kind']} | {r['old']} | {g('leader')} | {g('epoch')} | "
                      f"{g('epoch_start')} | {g('exited')} | {g('elected')} | {g('metadata')} | {g('raw')} | "
                      f"{g('failover')} | {g('retried_first')} | {g('own_offset')} | "
                      f"{g('sent_after')} | {g('gap')} | {g('rejoin')} | "
                      f"{r.get('error', '')} |")
     lines += ["", load_line()]
-    text = "\n".join(lines) + "\n"
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
