@@ -9,11 +9,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Protocol
 
 from .config_def import ConfigDef, ConfigValue
-from .data import ConnectRecord, Headers, SchemaAndValue, Schema, SinkRecord, SourceRecord
+from .data import ConnectRecord, Headers, Schema, SchemaAndValue, SinkRecord, SourceRecord
 
 SAMSA_VERSION = "0.1.0"
 
@@ -33,12 +33,12 @@ class ConnectorContext(Protocol):
         """Fail the connector from a background thread of its own."""
 
 
-class ExactlyOnceSupport(str, Enum):
+class ExactlyOnceSupport(StrEnum):
     SUPPORTED = "SUPPORTED"
     UNSUPPORTED = "UNSUPPORTED"
 
 
-class ConnectorTransactionBoundaries(str, Enum):
+class ConnectorTransactionBoundaries(StrEnum):
     SUPPORTED = "SUPPORTED"
     UNSUPPORTED = "UNSUPPORTED"
 
@@ -228,8 +228,8 @@ class Converter(ABC):
     def to_connect_data(self, topic: str, value: bytes | None,
                         headers: Headers | None = None) -> SchemaAndValue: ...
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what configure() acquired."""
 
 
 class HeaderConverter(ABC):
@@ -246,8 +246,8 @@ class HeaderConverter(ABC):
     @abstractmethod
     def to_connect_header(self, topic: str, header_key: str, value: bytes | None) -> SchemaAndValue: ...
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what configure() acquired."""
 
 
 class Transformation(ABC):
@@ -262,8 +262,8 @@ class Transformation(ABC):
     @abstractmethod
     def apply(self, record: ConnectRecord) -> ConnectRecord | None: ...
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what configure() acquired."""
 
 
 class Predicate(ABC):
@@ -276,5 +276,5 @@ class Predicate(ABC):
     @abstractmethod
     def test(self, record: ConnectRecord) -> bool: ...
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what configure() acquired."""

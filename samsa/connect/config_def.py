@@ -8,13 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .errors import ConfigException
 
 
-class ConfigType(str, Enum):
+class ConfigType(StrEnum):
     BOOLEAN = "BOOLEAN"
     STRING = "STRING"
     INT = "INT"
@@ -26,13 +26,13 @@ class ConfigType(str, Enum):
     PASSWORD = "PASSWORD"
 
 
-class Importance(str, Enum):
+class Importance(StrEnum):
     HIGH = "HIGH"
     MEDIUM = "MEDIUM"
     LOW = "LOW"
 
 
-class Width(str, Enum):
+class Width(StrEnum):
     NONE = "NONE"
     SHORT = "SHORT"
     MEDIUM = "MEDIUM"

@@ -13,13 +13,13 @@ import datetime
 import decimal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .errors import DataException
 
 
-class Type(str, Enum):
+class Type(StrEnum):
     """Connect schema types; the value is the lower-case name JsonConverter writes."""
 
     INT8 = "int8"
@@ -316,6 +316,7 @@ def validate_value(schema: Schema, value: Any, where: str = "value") -> None:
                                      and schema.type in _INT_RANGES):
         raise DataException(f"invalid Java object for schema type {schema.type.name}: "
                             f"{type(value).__name__} for {where}")
+    value = _any(value)
     bits = _INT_RANGES.get(schema.type)
     if bits is not None and not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
         raise DataException(f"{where}: {value} does not fit {schema.type.value}")
@@ -332,6 +333,10 @@ def validate_value(schema: Schema, value: Any, where: str = "value") -> None:
         for k, v in value.items():
             validate_value(schema.key_schema, k, f"{where} key")
             validate_value(schema.value_schema, v, f"{where}[{k!r}]")
+
+
+def _any(value: Any) -> Any:
+    return value
 
 
 def infer_schema(value: Any) -> Schema | None:
@@ -444,7 +449,7 @@ class SourceRecord(ConnectRecord):
     source_offset: dict[str, Any] | None = None
 
 
-class TimestampType(str, Enum):
+class TimestampType(StrEnum):
     NO_TIMESTAMP_TYPE = "NoTimestampType"
     CREATE_TIME = "CreateTime"
     LOG_APPEND_TIME = "LogAppendTime"

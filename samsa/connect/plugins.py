@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from .errors import NotFoundException
 log = logging.getLogger("samsa.connect.plugins")
 
 
-class PluginType(str, Enum):
+class PluginType(StrEnum):
     SOURCE = "source"
     SINK = "sink"
     CONVERTER = "converter"
@@ -72,7 +72,7 @@ def plugin_type(cls: type) -> PluginType | None:
 class PluginDesc:
     name: str  # the canonical class name shown by /connector-plugins
     target: str  # "module:attr"
-    type: PluginType
+    kind: PluginType
 
     def load(self) -> type:
         module, _, attr = self.target.partition(":")
@@ -196,7 +196,7 @@ class Plugins:
         desc = self.by_name.get(name) or self.aliases.get(name)
         if desc is None and (":" in name or "." in name):
             desc = self._load_path(name)
-        if desc is None or (kinds and desc.type not in kinds):
+        if desc is None or (kinds and desc.kind not in kinds):
             if name in self.aliases and self.aliases[name] is None:
                 raise NotFoundException(f"Plugin alias {name} is ambiguous: use the full class name")
             wanted = "/".join(k.value for k in kinds) or "plugin"
@@ -226,11 +226,11 @@ class Plugins:
         return self.find(name, *kinds).load()
 
     def connector_type(self, name: str) -> PluginType:
-        return self.find(name, PluginType.SOURCE, PluginType.SINK).type
+        return self.find(name, PluginType.SOURCE, PluginType.SINK).kind
 
     def listing(self, kinds: tuple[PluginType, ...] | None = None) -> list[PluginDesc]:
         wanted = kinds or (PluginType.SOURCE, PluginType.SINK)
-        return sorted((d for d in self.by_name.values() if d.type in wanted), key=lambda d: d.name)
+        return sorted((d for d in self.by_name.values() if d.kind in wanted), key=lambda d: d.name)
 
     def new(self, name: str, *kinds: PluginType) -> Any:
         return self.load(name, *kinds)()

@@ -4,11 +4,11 @@ status records the status store keeps per connector and task."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class State(str, Enum):
+class State(StrEnum):
     UNASSIGNED = "UNASSIGNED"
     RUNNING = "RUNNING"
     PAUSED = "PAUSED"
@@ -18,7 +18,7 @@ class State(str, Enum):
     DESTROYED = "DESTROYED"
 
 
-class TargetState(str, Enum):
+class TargetState(StrEnum):
     """What the user asked for: running, paused (tasks idle) or stopped (no tasks, KIP-875)."""
 
     STARTED = "STARTED"
