@@ -3,8 +3,8 @@ snapshot/flush/cancel semantics, and the file store (durable across a kill -9 mi
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from samsa.connect.errors import ConnectException, DataException
-from samsa.connect.runtime.stores import codec
+from samsa.connect.runtime.stores import codec, javaser
 from samsa.connect.runtime.stores.offset_store import (
     FileOffsetBackingStore,
     MemoryOffsetBackingStore,
@@ -196,6 +196,57 @@ def test_file_store_refuses_a_corrupt_file(tmp_path: Path) -> None:
     path.write_text("{garbage")
     with pytest.raises(ConnectException):
         FileOffsetBackingStore(path).start()
+    good = javaser.dump_byte_map([(b'["c",{"f":"a"}]', b'{"pos":1}')])
+    path.write_bytes(good[:-5])  # truncated
+    with pytest.raises(ConnectException):
+        FileOffsetBackingStore(path).start()
+    path.write_bytes(b"")  # Kafka reads an empty file as no offsets
+    s = FileOffsetBackingStore(path)
+    s.start()
+    assert s.connector_partitions("c") == []
+
+
+def test_java_serialized_map_round_trip() -> None:
+    entries: list[tuple[bytes | None, bytes | None]] = [
+        (f'["c",{{"f":"{i}"}}]'.encode(), b'{"pos":%d}' % i) for i in range(30)]
+    entries.append((b'["c",{"f":"null"}]', None))
+    assert javaser.load_byte_map(javaser.dump_byte_map(entries)) == entries
+    assert javaser.load_byte_map(javaser.dump_byte_map([])) == []
+
+
+JAVA = shutil.which("java")
+
+
+def run_java(*args: str) -> str:
+    assert JAVA is not None
+    src = Path(__file__).parent / "java" / "OffsetsFile.java"
+    return subprocess.run([JAVA, str(src), *args], capture_output=True, text=True, check=True,
+                          timeout=120).stdout
+
+
+@pytest.mark.skipif(JAVA is None, reason="no JVM")
+def test_the_file_is_kafka_connects_java_serialized_map(tmp_path: Path) -> None:
+    """The JVM reads Samsa's file and Samsa reads the JVM's, as FileOffsetBackingStore does."""
+    ours = tmp_path / "samsa.offsets"
+    store = FileOffsetBackingStore(ours)
+    store.start()
+    write_offsets(store, "file-src", [({"filename": "/tmp/a.txt"}, {"position": 42}),
+                                      ({"filename": "/tmp/b.txt"}, {"position": 7})])
+    assert run_java("read", str(ours)).splitlines() == [
+        '["file-src",{"filename":"/tmp/a.txt"}]\t{"position":42}',
+        '["file-src",{"filename":"/tmp/b.txt"}]\t{"position":7}']
+
+    theirs = tmp_path / "kafka.offsets"
+    key, value = '["file-src",{"filename":"/tmp/c.txt"}]', '{"position":1234}'
+    run_java("write", str(theirs), key, value, '["other",{"p":1}]', '{"o":2}')
+    store = FileOffsetBackingStore(theirs)
+    store.start()
+    assert OffsetStorageReaderImpl(store, "file-src").offset({"filename": "/tmp/c.txt"}) == \
+        {"position": 1234}
+    assert store.connector_partitions("other") == [{"p": 1}]
+    # one entry: the JVM's bytes and ours are the same
+    run_java("write", str(theirs), key, value)
+    assert theirs.read_bytes() == javaser.dump_byte_map([(key.encode(), value.encode())])
 
 
 CHILD = textwrap.dedent("""
@@ -227,8 +278,7 @@ def test_file_store_is_whole_after_kill_9_mid_write(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     assert acked >= 40, "the child wrote too few offsets"
-    doc = json.loads(path.read_text())  # never torn
-    assert doc["format"] == "samsa-connect-offsets"
+    javaser.load_byte_map(path.read_bytes())  # never torn
     store = FileOffsetBackingStore(path)
     store.start()
     got: Any = OffsetStorageReaderImpl(store, "c").offset({"f": "a"})

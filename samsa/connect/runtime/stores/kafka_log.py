@@ -255,11 +255,15 @@ class KafkaBasedLog:
         kwargs: dict[str, Any] = {"key": kb, "value": value, "on_delivery": done}
         if partition is not None:
             kwargs["partition"] = partition
+        deadline = time.monotonic() + self.timeout_s
         while True:
             try:
                 p.produce(self.topic, **kwargs)
                 return
             except BufferError:  # the producer's queue is full: let deliveries drain it
+                if time.monotonic() > deadline:
+                    raise SendError(f"writing to {self.topic}: the producer queue stays full",
+                                    True) from None
                 p.poll(0.1)
 
     def send_sync(self, records: Iterable[tuple[bytes | str | None, bytes | None]],

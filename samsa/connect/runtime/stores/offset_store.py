@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import logging
 import os
 import tempfile
@@ -28,13 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ... import errors
-from . import codec
+from . import codec, javaser
 from .kafka_log import DEFAULT_TIMEOUT_S, KafkaBasedLog, LogRecord, SendError
 
 log = logging.getLogger("samsa.connect.offset_store")
-
-FILE_FORMAT = "samsa-connect-offsets"
-FILE_VERSION = 1
 
 OffsetCallback = Callable[[BaseException | None], None]
 
@@ -190,10 +186,11 @@ class MemoryOffsetBackingStore(OffsetBackingStore):
 
 
 class FileOffsetBackingStore(MemoryOffsetBackingStore):
-    """`offset.storage.file.filename`: the whole map rewritten on each write, through a temporary
-    file that is fsynced and renamed over the old one, so a crash leaves the old or the new map,
-    never a torn one. Kafka Connect writes this file with Java serialization; Samsa writes JSON
-    (docs/compatibility.md)."""
+    """`offset.storage.file.filename`, in Kafka Connect's own format (a Java-serialized
+    HashMap<byte[], byte[]>, see javaser.py), so the file moves between Kafka Connect and Samsa.
+    The whole map is rewritten on each write through a temporary file that is fsynced and renamed
+    over the old one: a crash leaves the old or the new map, never a torn one (Kafka rewrites the
+    file in place)."""
 
     def __init__(self, filename: str | os.PathLike[str]) -> None:
         super().__init__()
@@ -206,24 +203,25 @@ class FileOffsetBackingStore(MemoryOffsetBackingStore):
         self._load()
 
     def _load(self) -> None:
-        if not self.path.exists():
-            return
         try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-            if doc.get("format") != FILE_FORMAT:
-                raise ValueError(f"not a {FILE_FORMAT} file")
-            entries = doc["offsets"]
-        except (OSError, ValueError, KeyError, AttributeError, TypeError) as e:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return  # a new worker
+        except OSError as e:
+            raise errors.ConnectException(f"cannot read offsets from {self.path}: {e}") from None
+        if not data:
+            return  # Kafka reads an empty file as no offsets
+        try:
+            entries = javaser.load_byte_map(data)
+        except javaser.JavaSerError as e:
             raise errors.ConnectException(f"cannot read offsets from {self.path}: {e}") from None
         with self._lock:
             for key, value in entries:
-                self._apply(key.encode("utf-8"), None if value is None else value.encode("utf-8"))
+                self._apply(key, value)
 
     def _save(self) -> None:
         with self._lock:
-            entries = [[k.decode("utf-8"), v.decode("utf-8")] for k, v in self._data.values()]
-        body = json.dumps({"format": FILE_FORMAT, "version": FILE_VERSION, "offsets": entries},
-                          ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            body = javaser.dump_byte_map(list(self._data.values()))
         d = self.path.parent
         d.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=d)
