@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from samsa.connect.errors import ConfigException
+from samsa.connect.errors import ConfigException, ConnectException
 from samsa.connect.runtime.status import ConnectorTaskId, State, Status, TargetState
 from samsa.connect.runtime.stores import codec
 from samsa.connect.runtime.stores.config_store import ConfigUpdateListener, KafkaConfigBackingStore
@@ -144,6 +144,32 @@ def test_records_a_kafka_worker_wrote_are_read(samsa_broker: SamsaBroker,
     assert snap.target_state("j") is TargetState.PAUSED
 
 
+def test_the_leader_writes_configs_in_transactions(samsa_broker: SamsaBroker,
+                                                  stores: list[object]) -> None:
+    """exactly.once.source.support=enabled: the leader's fencable writer; readers read committed
+    and still reach the end past the transaction markers."""
+    topic = name("connect-configs")
+    props = {"config.storage.topic": topic, "group.id": name("g"),
+             "exactly.once.source.support": "enabled"}
+    leader = KafkaConfigBackingStore.from_worker_config(props, client(samsa_broker))
+    leader.start()
+    stores.append(leader)
+    with pytest.raises(ConnectException, match="claiming write privileges"):
+        leader.put_connector_config("c", {"a": "b"})
+    leader.claim_write_privileges()
+    leader.put_connector_config("c", {"a": "b"})
+    leader.put_task_configs("c", [{"t": "0"}])
+    leader.put_target_state("c", TargetState.STOPPED)  # not a privileged write in Kafka
+    other = KafkaConfigBackingStore.from_worker_config(props, client(samsa_broker))
+    other.start()
+    stores.append(other)
+    snap = other.snapshot()
+    assert snap.connector_config("c") == {"a": "b"}
+    assert snap.tasks("c") == [ConnectorTaskId("c", 0)]
+    assert snap.target_state("c") is TargetState.STOPPED
+    other.refresh(10)
+
+
 def test_an_existing_delete_policy_topic_is_refused(samsa_broker: SamsaBroker) -> None:
     topic = name("connect-configs")
     admin = AdminClient(client(samsa_broker))
@@ -156,7 +182,7 @@ def test_an_existing_delete_policy_topic_is_refused(samsa_broker: SamsaBroker) -
 def test_offsets_partitioned_by_murmur2_and_shared(samsa_broker: SamsaBroker,
                                                    stores: list[object]) -> None:
     topic = name("connect-offsets")
-    a = KafkaOffsetBackingStore(topic, client(samsa_broker))
+    a = KafkaOffsetBackingStore(topic, client(samsa_broker), replication_factor=-1)
     a.start()
     stores.append(a)
     w = OffsetStorageWriter(a, "file-src")

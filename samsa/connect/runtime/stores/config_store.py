@@ -472,7 +472,7 @@ class MemoryConfigBackingStore(ConfigBackingStore):
     def __init__(self) -> None:
         super().__init__()
         self._next = 0
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.RLock()  # a listener may write again
 
     def start(self) -> None:
         self._log.started = True

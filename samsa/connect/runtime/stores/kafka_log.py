@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
 from ....kafka_util import create_compacted_topic, partition_count, topic_config, watermark
@@ -91,25 +99,35 @@ class KafkaBasedLog:
             raise errors.ConnectException(f"cannot create topic {self.topic}: {e}") from None
         if not created:
             self._check_compacted(admin)
-        try:
-            self._partition_count = partition_count(admin, self.topic, self.timeout_s)
-        except KafkaException as e:
-            raise errors.ConnectException(f"cannot describe topic {self.topic}: {e}") from None
+        self._partition_count = self._describe(admin)
         self._producer = Producer({**self._base, "enable.idempotence": True, "acks": "all",
                                    "linger.ms": 0, "partitioner": "murmur2_random"})
         iso = "read_committed" if self._read_committed else "read_uncommitted"
         conf = {**self._base, "group.id": f"{self._base['client.id']}-reader",
                 "enable.auto.commit": False, "enable.partition.eof": False,
-                "fetch.wait.max.ms": 50, "isolation.level": iso}
+                "fetch.wait.max.ms": 50, "isolation.level": iso, "auto.offset.reset": "earliest"}
         self._consumer = Consumer(conf)
         self._ends = Consumer(conf)
         self._position = dict.fromkeys(range(self._partition_count), 0)
-        self._consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self._partition_count)])
+        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING)
+                               for p in range(self._partition_count)])
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name=f"kafka-log-{self.topic}",
                                         daemon=True)
         self._thread.start()
         self.read_to_end()
+
+    def _describe(self, admin: AdminClient) -> int:
+        """The topic's partition count (a topic just created may take a moment to show)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return partition_count(admin, self.topic, max(0.5, deadline - time.monotonic()))
+            except KafkaException as e:
+                if time.monotonic() >= deadline:
+                    raise errors.ConnectException(
+                        f"cannot describe topic {self.topic}: {e}") from None
+            time.sleep(0.2)
 
     def _check_compacted(self, admin: AdminClient) -> None:
         """Kafka refuses an existing internal topic whose cleanup.policy deletes records: offsets,
