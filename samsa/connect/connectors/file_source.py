@@ -134,7 +134,11 @@ class FileStreamSourceTask(SourceTask):
         self.topic = config.get(TOPIC_CONFIG)
         self.batch_size = max(1, int(config.get(TASK_BATCH_SIZE_CONFIG)))
         if self.filename is None:
-            self._stdin_fd = sys.stdin.fileno()
+            try:
+                self._stdin_fd = sys.stdin.fileno()
+            except (AttributeError, OSError, ValueError) as e:  # None, closed or not a real file
+                raise ConnectException(f"FileStreamSourceTask has no '{FILE_CONFIG}' and standard "
+                                       f"input cannot be read: {e}") from e
 
     # ---- opening ----------------------------------------------------------------------------
     def _open(self) -> bool:

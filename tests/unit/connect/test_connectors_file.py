@@ -156,6 +156,12 @@ def test_reads_stdin_when_no_file(monkeypatch: pytest.MonkeyPatch) -> None:
         stdin.close()
 
 
+def test_no_file_and_no_stdin_fails_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(ConnectException, match="standard input"):
+        _source(None)
+
+
 def test_source_connector_config_and_tasks(tmp_path: Path) -> None:
     c = FileStreamSourceConnector()
     values = c.validate({"file": "x"})
