@@ -26,7 +26,7 @@ from samsa.connect.runtime.stores.offset_store import (
     offset_key,
     reset_offsets,
 )
-from samsa.connect.runtime.stores.status_store import KafkaStatusBackingStore, TopicStatus
+from samsa.connect.runtime.stores.status_store import KafkaStatusBackingStore
 from samsa.kafka_util import topic_config
 from samsa.testing import SamsaBroker
 
@@ -223,7 +223,7 @@ def test_statuses_shared_between_workers(samsa_broker: SamsaBroker, stores: list
     a.put(Status("c", None, State.RUNNING, "w1:8083", None, 4))
     a.put(Status("c", 0, State.RUNNING, "w1:8083", None, 4))
     a.put(Status("c", 1, State.FAILED, "w1:8083", "trace", 4))
-    a.put_topic(TopicStatus("orders", "c", 0, 123))
+    a.put_topic("c", 0, "orders", 123)
     a.flush()
     b = KafkaStatusBackingStore(topic, client(samsa_broker))
     b.start()
@@ -243,6 +243,18 @@ def test_statuses_shared_between_workers(samsa_broker: SamsaBroker, stores: list
     assert a.get_task(ConnectorTaskId("c", 0)) == Status("c", 0, State.RUNNING, "w1:8083", None, 4)
     assert [s.task for s in a.get_all("c")] == [0]
     assert a.topics("c") == []
+    assert a.get_topic("c", "orders") is None
+    a.put_topic("c", 0, "orders", 456)
+    a.flush()
+    a.read_to_end()  # statuses show once read back
+    assert a.topics("c") == ["orders"]
+    a.delete("c")  # a deleted connector: tombstones for it, its tasks and topics
+    a.flush()
+    b.read_to_end()
+    assert b.get("c") is None and b.get_all("c") == [] and b.topics("c") == []
+    keys = {k for _, k, v in read_all(samsa_broker, topic, 5) if v is None}
+    assert {b"status-connector-c", b"status-task-c-0", b"status-task-c-1",
+            b"status-topic-orders:connector-c"} <= keys
 
 
 def test_a_broker_restart_replays_everything(stores: list[object]) -> None:

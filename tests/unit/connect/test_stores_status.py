@@ -92,10 +92,24 @@ def test_memory_store_destroyed_and_topics() -> None:
     store = MemoryStatusBackingStore()
     store.put(Status("c", None, State.RUNNING, "w", None, 1))
     store.put(Status("c", 0, State.RUNNING, "w", None, 1))
-    store.put_topic(TopicStatus("a", "c", 0, 1))
-    store.put_topic(TopicStatus("b", "c", 0, 2))
+    store.put_topic("c", 0, "a", 5)
+    store.put_topic("c", 1, "a", 6)  # already known: kept as first seen
+    store.put_topic_status(TopicStatus("b", "c", 0, 2))
     assert store.topics("c") == ["a", "b"]
+    assert store.get_topic("c", "a") == TopicStatus("a", "c", 0, 5)
     store.delete_topics("c")
     assert store.topics("c") == []
     store.put(Status("c", None, State.DESTROYED, "w", None, 1))
     assert store.get("c") is None and store.get_all("c") == [] and store.connectors() == set()
+
+
+def test_delete_drops_the_connector_its_tasks_and_topics() -> None:
+    store = MemoryStatusBackingStore()
+    store.put(Status("c", None, State.RUNNING, "w", None, 1))
+    store.put(Status("c", 0, State.RUNNING, "w", None, 1))
+    store.put(Status("c", 1, State.FAILED, "w", "x", 1))
+    store.put(Status("d", 0, State.RUNNING, "w", None, 1))
+    store.put_topic("c", 0, "t")
+    store.delete("c")
+    assert store.get("c") is None and store.get_all("c") == [] and store.topics("c") == []
+    assert [s.task for s in store.get_all("d")] == [0]

@@ -423,6 +423,24 @@ class OffsetStorageWriter:
 
         return self.store.set(values, finished)
 
+    def do_flush_sync(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        """do_flush() and wait; on failure or timeout the snapshot is put back (cancel_flush)
+        and ConnectException raised."""
+        fut = self.do_flush()
+        if fut is None:
+            raise errors.ConnectException(f"cannot serialize the offsets of {self.namespace}")
+        try:
+            fut.result(timeout_s)
+        except TimeoutError:
+            self.cancel_flush()
+            raise errors.ConnectException(
+                f"timed out flushing the offsets of {self.namespace}") from None
+        except errors.ConnectException:
+            raise
+        except Exception as e:
+            raise errors.ConnectException(
+                f"failed to flush the offsets of {self.namespace}: {e}") from e
+
     def cancel_flush(self) -> None:
         """Put the snapshot back (offsets recorded since then win) and accept a new flush."""
         with self._lock:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -161,8 +162,16 @@ class StatusBackingStore(ABC):
     @abstractmethod
     def _send(self, status: Status, safe: bool) -> None: ...
 
+    def put_topic(self, connector: str, task: int, topic: str,
+                  discover_timestamp: int | None = None) -> None:
+        """Record that the task used `topic` (KIP-558), once per connector and topic."""
+        if self.get_topic(connector, topic) is not None:
+            return  # Kafka's worker reports a topic only the first time it sees it
+        ts = int(time.time() * 1000) if discover_timestamp is None else discover_timestamp
+        self.put_topic_status(TopicStatus(topic, connector, task, ts))
+
     @abstractmethod
-    def put_topic(self, status: TopicStatus) -> None: ...
+    def put_topic_status(self, status: TopicStatus) -> None: ...
 
     @abstractmethod
     def delete_topic(self, connector: str, topic: str) -> None: ...
@@ -231,6 +240,21 @@ class StatusBackingStore(ABC):
         for t in self.topics(connector):
             self.delete_topic(connector, t)
 
+    def delete(self, connector: str) -> None:
+        """A deleted connector's statuses: tombstones for it, each of its tasks and its active
+        topics (KIP-558 resets them on deletion)."""
+        with self._lock:
+            tasks = list(self._tasks.get(connector, {}).items())
+            conn = self._connectors.get(connector)
+        gen = self._generation
+        for task, e in tasks:
+            worker = e.value.worker_id if e.value is not None else ""
+            self.put(Status(connector, task, State.DESTROYED, worker, None, gen))
+        if conn is not None:
+            worker = conn.value.worker_id if conn.value is not None else ""
+            self.put(Status(connector, None, State.DESTROYED, worker, None, gen))
+        self.delete_topics(connector)
+
     def connectors(self) -> set[str]:
         with self._lock:
             return {c for c, e in self._connectors.items() if e.value is not None}
@@ -264,7 +288,7 @@ class MemoryStatusBackingStore(StatusBackingStore):
             else:
                 e.value = status
 
-    def put_topic(self, status: TopicStatus) -> None:
+    def put_topic_status(self, status: TopicStatus) -> None:
         self._apply_topic(status.topic, status.connector, status)
 
     def delete_topic(self, connector: str, topic: str) -> None:
@@ -290,7 +314,9 @@ class KafkaStatusBackingStore(StatusBackingStore):
             purpose="connector and task statuses", topic_property="status.storage.topic")
 
     @classmethod
-    def from_worker_config(cls, props: dict[str, str], client: dict[str, Any]) -> KafkaStatusBackingStore:
+    def from_worker_config(cls, props: dict[str, str], client: dict[str, Any],
+                           worker_id: str | None = None) -> KafkaStatusBackingStore:
+        """`worker_id` is accepted for the herder's convenience; statuses carry their own."""
         group = props.get("group.id", "connect-cluster")
         own = {"topic", "replication.factor", "partitions"}
         settings = {k[15:]: v for k, v in props.items()
@@ -356,7 +382,7 @@ class KafkaStatusBackingStore(StatusBackingStore):
 
         self.kafka_log.send(key, value, done)
 
-    def put_topic(self, status: TopicStatus) -> None:
+    def put_topic_status(self, status: TopicStatus) -> None:
         self._send_topic(status.connector, status.topic, status)
 
     def delete_topic(self, connector: str, topic: str) -> None:
