@@ -214,6 +214,15 @@ def test_offsets_partitioned_by_murmur2_and_shared(samsa_broker: SamsaBroker,
     assert connector_offsets(a, "file-src") == []
     assert OffsetStorageReaderImpl(a, "file-src").offset({"filename": "/data/in-7.txt"}) is None
 
+    # a task producing its offsets itself (exactly-once source) places them as Kafka would
+    key, value = b.offset_record("file-src", {"filename": "/data/in-7.txt"}, {"position": 71})
+    assert b.offset_partition(key) == codec.default_partition(key, 25)
+    p = Producer(client(samsa_broker))
+    p.produce(topic, key=key, value=value, partition=b.offset_partition(key))
+    assert p.flush(10) == 0
+    assert OffsetStorageReaderImpl(a, "file-src").offset({"filename": "/data/in-7.txt"}) == \
+        {"position": 71}
+
 
 def test_statuses_shared_between_workers(samsa_broker: SamsaBroker, stores: list[object]) -> None:
     topic = name("connect-status")

@@ -277,6 +277,20 @@ class KafkaOffsetBackingStore(OffsetBackingStore):
     def _consumed(self, rec: LogRecord) -> None:
         self._apply(rec.key, rec.value)
 
+    def offset_record(self, connector: str, partition: dict[str, Any],
+                      offset: dict[str, Any] | None) -> tuple[bytes, bytes | None]:
+        """The (key, value) of an offsets record, for a task producing it in its own transaction
+        (exactly-once source); place it with `offset_partition`."""
+        validate_format(partition)
+        validate_format(offset)
+        key = self._written_key(offset_key(connector, partition))
+        return key, None if offset is None else codec.dumps(offset)
+
+    def offset_partition(self, key: bytes) -> int:
+        """The partition Kafka's default partitioner gives the key (librdkafka's default,
+        consistent_random, would not: set partitioner=murmur2_random or pass this)."""
+        return codec.default_partition(key, self.kafka_log.partition_count() or 1)
+
     def start(self) -> None:
         self.kafka_log.start()
 
@@ -318,6 +332,14 @@ class KafkaOffsetBackingStore(OffsetBackingStore):
             self.kafka_log.send(self._written_key(k), v, done)
         self.kafka_log.flush(0)  # hand the batch to the network now; deliveries come later
         return fut
+
+
+def offset_store_for(props: dict[str, str], client: dict[str, Any],
+                     distributed: bool) -> OffsetBackingStore:
+    """The worker's offsets store: the topic (distributed) or `offset.storage.file.filename`."""
+    if distributed:
+        return KafkaOffsetBackingStore.from_worker_config(props, client)
+    return FileOffsetBackingStore(props.get("offset.storage.file.filename", ""))
 
 
 # ---- reader and writer ------------------------------------------------------------------------
