@@ -128,6 +128,9 @@ def test_config_topic_shared_between_workers(samsa_broker: SamsaBroker,
 def test_records_a_kafka_worker_wrote_are_read(samsa_broker: SamsaBroker,
                                                stores: list[object]) -> None:
     topic = name("connect-configs")
+    admin = AdminClient(client(samsa_broker))
+    admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[
+        topic].result(15)  # as a Kafka worker created it
     p = Producer(client(samsa_broker))
     for k, v in [("connector-j", '{"properties":{"connector.class":"X","name":"j"}}'),
                  ("task-j-0", '{"properties":{"a":"b"}}'),
