@@ -68,6 +68,8 @@ class _ToAvro:
         if s.name == TIMESTAMP_NAME:
             return {"type": "long", "connect.version": 1, "connect.name": TIMESTAMP_NAME,
                     "logicalType": "timestamp-millis"}
+        if s.type is Type.STRUCT and s.name == UNION:
+            return [self.schema(f.schema.with_(optional=False)) for f in s.fields]
         if s.type is Type.STRUCT:
             return self.record(s)
         out: dict[str, Any]
@@ -195,6 +197,11 @@ def to_avro_datum(schema: Schema, value: Any) -> Any:
     if t is Type.STRUCT:
         if not isinstance(value, Struct):
             raise DataException(f"a struct schema needs a Struct value, got {type(value).__name__}")
+        if schema.name == UNION:  # the one branch that is set
+            for f in schema.fields:
+                if value.get(f.name) is not None:
+                    return to_avro_datum(f.schema, value.get(f.name))
+            return None
         return {f.name: to_avro_datum(f.schema, value.get(f.name)) for f in schema.fields}
     if t is Type.ARRAY:
         if not isinstance(value, list | tuple):

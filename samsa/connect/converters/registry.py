@@ -9,7 +9,7 @@ from abc import abstractmethod
 from typing import Any
 
 from ..api import Converter
-from ..config_def import ConfigDef, ConfigType, Importance, one_of
+from ..config_def import NO_DEFAULT, ConfigDef, ConfigType, Importance, one_of
 from ..data import Headers, Schema, SchemaAndValue
 from ..errors import ConfigException, DataException, RetriableException
 
@@ -33,7 +33,7 @@ MAGIC = 0
 def registry_config() -> ConfigDef:
     strategy = _STRATEGY_PKG + TOPIC_NAME
     return (ConfigDef()
-            .define(URL, ConfigType.LIST, None, None, Importance.HIGH,
+            .define(URL, ConfigType.LIST, NO_DEFAULT, None, Importance.HIGH,
                     "Comma-separated list of URLs for Schema Registry instances that can be used "
                     "to register or look up schemas.")
             .define(AUTO_REGISTER, ConfigType.BOOLEAN, True, None, Importance.MEDIUM,
@@ -119,10 +119,9 @@ class RegistryConverter(Converter):
         self.strategy = strategy_name(str(parsed[KEY_STRATEGY if is_key else VALUE_STRATEGY]))
         if self.client is not None:
             return
-        urls = parsed[URL]
+        urls = [u for u in parsed[URL] if u]
         if not urls:
-            raise ConfigException(URL, None, f'Missing required configuration "{URL}" which has '
-                                             f"no default value.")
+            raise ConfigException(URL, ",".join(parsed[URL]), "must name at least one URL")
         conf: dict[str, Any] = {"url": ",".join(urls)}
         if parsed[AUTH_SOURCE] == "USER_INFO" and str(parsed[AUTH_USER_INFO]):
             conf["basic.auth.user.info"] = str(parsed[AUTH_USER_INFO])

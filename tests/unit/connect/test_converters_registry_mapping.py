@@ -252,3 +252,27 @@ def test_json_schema_foreign() -> None:
     with pytest.raises(DataException):
         json_schema_to_connect({"type": "object", "properties": {"a": {"$ref": "other.json"}}})
     assert json_schema_to_connect({"type": "number"}) == FLOAT64_SCHEMA
+
+
+def test_avro_general_union_roundtrip() -> None:
+    c = AvroConverter(client=object())
+    fmt = c.parse_registered(json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "u", "type": ["null", "int", "string", {"type": "record", "name": "P",
+                                                          "fields": [{"name": "x", "type": "int"}]}]}]}), [])
+    import io
+
+    import fastavro
+    for datum in (5, "s", {"x": 1}, None):
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, fmt.parsed, {"u": datum})
+        sv = c.decode(fmt, buf.getvalue())
+        union = sv.value.get("u")
+        out = c.to_format(sv.schema)
+        assert json.loads(out.text)["fields"][0]["type"][0] == "null"
+        again = c.decode(out, c.encode(out, sv.schema, sv.value))
+        assert again.value == sv.value
+        if datum is None:
+            assert union is None
+        else:
+            assert [f.name for f in union.schema.fields if union.get(f.name) is not None] == \
+                [{int: "int", str: "string", dict: "P"}[type(datum)]]
