@@ -241,3 +241,27 @@ def test_header_methods() -> None:
     c.configure({"converter.type": "header", "schemas.enable": "false"}, False)
     assert c.from_connect_header("t", "h", INT32_SCHEMA, 5) == b"5"
     assert c.to_connect_header("t", "h", b"[1]").value == [1]
+
+
+def test_reads_what_kafka_writes_with_spaces_and_omitted_keys() -> None:
+    c = conv()
+    assert c.to_connect_data("t", b'{ "schema": null, "payload": null }') == SchemaAndValue.NULL
+    assert c.to_connect_data("t", b'{ "schema": null, "payload": [1, "2", 3] }') == \
+        SchemaAndValue(None, [1, "2", 3])
+    sv = c.to_connect_data("t", b'{ "schema": { "type": "boolean", "default": true }, "payload": null }')
+    assert sv == SchemaAndValue(Schema(Type.BOOLEAN, default=True), True)
+    sv = c.to_connect_data("t", b'{ "schema": { "type": "boolean", "optional": false, "name": "bool", '
+                                b'"version": 2, "doc": "the documentation", "parameters": '
+                                b'{ "foo": "bar" }}, "payload": true }')
+    assert sv.schema == Schema(Type.BOOLEAN, name="bool", version=2, doc="the documentation",
+                               parameters=(("foo", "bar"),))
+    sv = c.to_connect_data("t", b'{ "schema": { "type": "struct", "fields": [{ "field": "field1", '
+                                b'"type": "boolean" }, { "field": "field2", "type": "string" }] }, '
+                                b'"payload": { "field1": true, "field2": "string" } }')
+    expected = struct_schema([("field1", BOOLEAN_SCHEMA), ("field2", STRING_SCHEMA)])
+    assert sv == SchemaAndValue(expected, Struct(expected, {"field1": True, "field2": "string"}))
+    sv = c.to_connect_data("t", b'{ "schema": { "type": "int64", "name": '
+                                b'"org.apache.kafka.connect.data.Timestamp", "version": 1 }, '
+                                b'"payload": 4000000000 }')
+    assert sv == SchemaAndValue(timestamp_schema(), datetime.datetime(1970, 2, 16, 7, 6, 40,
+                                                                      tzinfo=datetime.UTC))
