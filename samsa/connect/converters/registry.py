@@ -28,6 +28,7 @@ RECORD_NAME = "RecordNameStrategy"
 TOPIC_RECORD_NAME = "TopicRecordNameStrategy"
 STRATEGIES = (TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME)
 MAGIC = 0
+_CACHE_MAX = 1000  # schemas per cache; a flood of distinct schemas must not grow memory
 
 
 def registry_config() -> ConfigDef:
@@ -166,7 +167,7 @@ class RegistryConverter(Converter):
         fmt = self._format_cache.get(schema)
         if fmt is None:
             fmt = self.to_format(schema)
-            if len(self._format_cache) > 1000:
+            if len(self._format_cache) >= _CACHE_MAX:
                 self._format_cache.clear()
             self._format_cache[schema] = fmt
         subject = subject_name(self.strategy, topic, self.is_key, self.record_name(fmt))
@@ -234,6 +235,8 @@ class RegistryConverter(Converter):
             sid = reg.schema_id
         out = (int(sid), fmt)
         with self._lock:
+            if len(self._ids) >= _CACHE_MAX:
+                self._ids.clear()
             self._ids[key] = out
         return out
 
@@ -250,6 +253,8 @@ class RegistryConverter(Converter):
                                     f"not {self.SCHEMA_TYPE}")
             fmt = self._parse(sr_schema)
             with self._lock:
+                if len(self._by_id) >= _CACHE_MAX:
+                    self._by_id.clear()
                 self._by_id[schema_id] = fmt
         return fmt
 
