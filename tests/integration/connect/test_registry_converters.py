@@ -87,12 +87,12 @@ def configured(cls: type, registry: InProcessRegistry, **extra: str) -> Any:
     return conv
 
 
-ITEM = struct_schema([("sku", STRING_SCHEMA), ("qty", INT32_SCHEMA)], name="shop.Item")
+ITEM = struct_schema([("sku", STRING_SCHEMA), ("qty", INT32_SCHEMA)], name="conntest.Item")
 ORDER = struct_schema([
     ("id", STRING_SCHEMA), ("total", FLOAT64_SCHEMA), ("paid", BOOLEAN_SCHEMA),
     ("note", OPTIONAL_STRING_SCHEMA), ("items", array_schema(ITEM)),
     ("attrs", map_schema(STRING_SCHEMA, INT64_SCHEMA)), ("at", timestamp_schema()),
-], name="shop.Order")
+], name="conntest.Order")
 AT = datetime.datetime(2024, 5, 6, 7, 8, 9, 10000, tzinfo=datetime.UTC)
 
 
@@ -126,7 +126,7 @@ def test_avro_converter_output_read_by_confluent(samsa_broker: SamsaBroker, regi
     assert first["attrs"] == {"a": 0} and first["at"] == AT
     latest = client.get_latest_version("avro-conv-out-value")
     schema = json.loads(latest.schema.schema_str)
-    assert schema["name"] == "Order" and schema["namespace"] == "shop"
+    assert schema["name"] == "Order" and schema["namespace"] == "conntest"
     assert int.from_bytes(got[0][1:5], "big") == latest.schema_id
     # the converter reads its own bytes back to the same Connect data
     assert [conv.to_connect_data("avro-conv-out", g).value for g in got] == [order(i) for i in range(3)]
@@ -159,7 +159,7 @@ def test_avro_latest_version_and_record_name_strategy(registry: InProcessRegistr
     strategy = "io.confluent.kafka.serializers.subject.RecordNameStrategy"
     conv = configured(AvroConverter, registry, **{"value.subject.name.strategy": strategy})
     raw = conv.from_connect_data("whatever", ORDER, order(1))
-    assert client.get_latest_version("shop.Order").schema_id == int.from_bytes(raw[1:5], "big")
+    assert client.get_latest_version("conntest.Order").schema_id == int.from_bytes(raw[1:5], "big")
     strict = configured(AvroConverter, registry, **{"auto.register.schemas": "false"})
     with pytest.raises(DataException):  # not registered under avro-strict-value
         strict.from_connect_data("avro-strict", ORDER, order(1))
@@ -173,12 +173,12 @@ def test_avro_latest_version_and_record_name_strategy(registry: InProcessRegistr
 
 # ---- Protobuf ------------------------------------------------------------------------------------
 MONEY_PROTO = """syntax = "proto3";
-package shop;
+package billing;
 message Money { int64 cents = 1; string currency = 2; }
 """
 INVOICE_PROTO = """syntax = "proto3";
-package shop;
-import "money.proto";
+package billing;
+import "bill_money.proto";
 import "google/protobuf/timestamp.proto";
 message Invoice { string id = 1; Money total = 2; google.protobuf.Timestamp at = 3;
                   repeated string tags = 4; map<string, int32> counts = 5; }
@@ -223,7 +223,7 @@ def test_confluent_protobuf_with_reference_read_by_converter(samsa_broker: Samsa
                                                              registry: InProcessRegistry,
                                                              client: SchemaRegistryClient,
                                                              tmp_path: Path) -> None:
-    pb2 = compile_proto(tmp_path, {"money.proto": MONEY_PROTO, "invoice.proto": INVOICE_PROTO},
+    pb2 = compile_proto(tmp_path, {"bill_money.proto": MONEY_PROTO, "invoice.proto": INVOICE_PROTO},
                         "invoice_pb2")
     ser = ProtobufSerializer(pb2.Invoice, client, {"use.deprecated.format": False})
     ctx = SerializationContext("proto-conv-in", MessageField.VALUE)
@@ -239,8 +239,8 @@ def test_confluent_protobuf_with_reference_read_by_converter(samsa_broker: Samsa
     conv = configured(ProtobufConverter, registry)
     values = [conv.to_connect_data("proto-conv-in", g) for g in got]
     s = values[0].schema
-    assert s.name == "shop.Invoice"
-    assert s.field("total").schema.name == "shop.Money" and s.field("at").schema == timestamp_schema(
+    assert s.name == "billing.Invoice"
+    assert s.field("total").schema.name == "billing.Money" and s.field("at").schema == timestamp_schema(
         optional=True)
     assert s.field("tags").schema.type is Type.ARRAY and s.field("counts").schema.type is Type.MAP
     for i, sv in enumerate(values):
