@@ -1,0 +1,188 @@
+"""Header transforms: HeaderFrom (copy/move fields into headers), InsertHeader (a literal
+header) and DropHeaders."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import struct
+from typing import Any
+
+from ..api import Transformation
+from ..config_def import NO_DEFAULT, ConfigDef, ConfigType, Importance, non_empty_string, non_null, one_of
+from ..data import (
+    BOOLEAN_SCHEMA,
+    FLOAT32_SCHEMA,
+    FLOAT64_SCHEMA,
+    INT8_SCHEMA,
+    INT16_SCHEMA,
+    INT32_SCHEMA,
+    INT64_SCHEMA,
+    STRING_SCHEMA,
+    ConnectRecord,
+    Header,
+    Headers,
+    SchemaAndValue,
+    Struct,
+    date_schema,
+    time_schema,
+    timestamp_schema,
+)
+from ..errors import ConfigException, DataException
+from ._util import (
+    REPLACE_NULL_WITH_DEFAULT,
+    KeyOrValue,
+    OnKey,
+    OnValue,
+    SchemaCache,
+    define_replace_null,
+    field_value,
+    non_empty_list,
+    parse_config,
+    require_map,
+    require_struct,
+    struct_with_fields,
+)
+
+
+class HeaderFrom(KeyOrValue):
+    """Copy or move fields of the key/value into headers named by `headers` (pairwise with
+    `fields`)."""
+
+    PURPOSE = "header extraction"
+
+    def config(self) -> ConfigDef:
+        d = (ConfigDef()
+             .define("fields", ConfigType.LIST, NO_DEFAULT, non_empty_list, Importance.HIGH,
+                     "Field names in the record whose values are to be copied or moved to headers.")
+             .define("headers", ConfigType.LIST, NO_DEFAULT, non_empty_list, Importance.HIGH,
+                     "Header names, in the same order as the field names listed in the fields "
+                     "configuration property.")
+             .define("operation", ConfigType.STRING, NO_DEFAULT, one_of("move", "copy"),
+                     Importance.HIGH, "Either <code>move</code> if the fields are to be moved to "
+                     "the headers (removed from the key/value), or <code>copy</code> if the fields "
+                     "are to be copied to the headers (retained in the key/value)."))
+        return define_replace_null(d)
+
+    def configure(self, props: dict[str, Any]) -> None:
+        c = parse_config(self.config(), props)
+        self.fields: list[str] = list(c["fields"])
+        self.headers: list[str] = list(c["headers"])
+        if len(self.fields) != len(self.headers):
+            raise ConfigException("'fields' config must have the same number of elements as "
+                                  "'headers' config.")
+        self.move = c["operation"] == "move"
+        self.replace_null = c[REPLACE_NULL_WITH_DEFAULT]
+        self._cache = SchemaCache()
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        value = self.operating_value(record)
+        if value is None:
+            return record
+        schema = self.operating_schema(record)
+        items = list(record.headers)
+        if schema is None:
+            src = require_map(value, self.PURPOSE)
+            for field, header in zip(self.fields, self.headers, strict=True):
+                items.append(Header(header, None, src.get(field)))
+            updated = {k: v for k, v in src.items() if k not in self.fields} if self.move else src
+            return self.new_record(record, None, updated).new_record(headers=Headers(items))
+        struct = require_struct(value, self.PURPOSE)
+        for field, header in zip(self.fields, self.headers, strict=True):
+            f = schema.field(field)
+            if f is None:
+                raise DataException(f"Field {field} not found in schema {schema}")
+            items.append(Header(header, f.schema, field_value(struct, field, self.replace_null)))
+        if not self.move:
+            return record.new_record(headers=Headers(items))  # type: ignore[no-any-return]
+        new_schema = self._cache.get(schema) or self._cache.put(schema, struct_with_fields(
+            schema, [(f.name, f.schema) for f in schema.fields if f.name not in self.fields]))
+        out = Struct(new_schema)
+        for f in new_schema.fields:
+            out.put(f.name, field_value(struct, f.name, self.replace_null))
+        return self.new_record(record, new_schema, out).new_record(headers=Headers(items))
+
+
+class HeaderFromKey(OnKey, HeaderFrom):
+    """org.apache.kafka.connect.transforms.HeaderFrom$Key"""
+
+
+class HeaderFromValue(OnValue, HeaderFrom):
+    """org.apache.kafka.connect.transforms.HeaderFrom$Value"""
+
+
+# ---- InsertHeader -------------------------------------------------------------------------------
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
+
+
+def parse_literal(text: str) -> SchemaAndValue:
+    """A literal's schema and value the way Connect's Values.parseString infers them for
+    primitives: booleans, the smallest integer type that fits, float32 when exact else float64,
+    ISO dates/times/timestamps; anything else (arrays and maps included) stays a string."""
+    stripped = text.strip()
+    if stripped.lower() in ("true", "false"):
+        return SchemaAndValue(BOOLEAN_SCHEMA, stripped.lower() == "true")
+    if _INT.fullmatch(stripped):
+        n = int(stripped)
+        for schema, bits in ((INT8_SCHEMA, 8), (INT16_SCHEMA, 16), (INT32_SCHEMA, 32), (INT64_SCHEMA, 64)):
+            if -(1 << (bits - 1)) <= n < (1 << (bits - 1)):
+                return SchemaAndValue(schema, n)
+    elif _FLOAT.fullmatch(stripped):
+        x = float(stripped)
+        try:
+            exact32 = struct.unpack("<f", struct.pack("<f", x))[0] == x
+        except OverflowError:
+            exact32 = False
+        return SchemaAndValue(FLOAT32_SCHEMA if exact32 else FLOAT64_SCHEMA, x)
+    try:
+        if m := _TIMESTAMP.fullmatch(stripped):
+            y, mo, d, h, mi, s, ms = map(int, m.groups())
+            return SchemaAndValue(timestamp_schema(), datetime.datetime(
+                y, mo, d, h, mi, s, ms * 1000, tzinfo=datetime.UTC))
+        if m := _DATE.fullmatch(stripped):
+            return SchemaAndValue(date_schema(), datetime.date(*map(int, m.groups())))
+        if m := _TIME.fullmatch(stripped):
+            h, mi, s, ms = map(int, m.groups())
+            return SchemaAndValue(time_schema(), datetime.time(h, mi, s, ms * 1000))
+    except ValueError:
+        pass
+    return SchemaAndValue(STRING_SCHEMA, text)
+
+
+class InsertHeader(Transformation):
+    """Add a header with a literal value (its schema inferred like Connect's Values)."""
+
+    def config(self) -> ConfigDef:
+        return (ConfigDef()
+                .define("header", ConfigType.STRING, NO_DEFAULT, non_empty_string, Importance.HIGH,
+                        "The name of the header.")
+                .define("value.literal", ConfigType.STRING, NO_DEFAULT, non_null, Importance.HIGH,
+                        "The literal value that is to be set as the header value on all records."))
+
+    def configure(self, props: dict[str, Any]) -> None:
+        c = parse_config(self.config(), props)
+        self.header: str = c["header"]
+        self.literal = parse_literal(c["value.literal"])
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        headers = record.headers.copy().add(self.header, self.literal.value, self.literal.schema)
+        return record.new_record(headers=headers)  # type: ignore[no-any-return]
+
+
+class DropHeaders(Transformation):
+    """Remove every header with one of the given names."""
+
+    def config(self) -> ConfigDef:
+        return ConfigDef().define("headers", ConfigType.LIST, NO_DEFAULT, non_empty_list, Importance.HIGH,
+                                  "The name of the headers to be removed.")
+
+    def configure(self, props: dict[str, Any]) -> None:
+        self.headers = set(parse_config(self.config(), props)["headers"])
+
+    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+        kept = Headers([h for h in record.headers if h.key not in self.headers])
+        return record.new_record(headers=kept)  # type: ignore[no-any-return]
