@@ -91,8 +91,8 @@ class InsertField(KeyOrValue):
                 and self.timestamp_field is None and self.static_field is None:
             raise ConfigException("No field insertion configured")
         if self.static_field is not None and self.static_value is None:
-            raise ConfigException("static.value", None, "No value specified for static field: "
-                                  + self.static_field.name)
+            raise ConfigException("Invalid value null for configuration static.value: No value "
+                                  f"specified for static field: {self.static_field.name}")
         self._cache = SchemaCache()
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
@@ -321,8 +321,6 @@ class MaskField(KeyOrValue):
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         value = self.operating_value(record)
-        if value is None:
-            return record
         schema = self.operating_schema(record)
         if schema is None:
             src = require_map(value, self.PURPOSE)

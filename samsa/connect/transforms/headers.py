@@ -49,7 +49,6 @@ class HeaderFrom(KeyOrValue):
     """Copy or move fields of the key/value into headers named by `headers` (pairwise with
     `fields`)."""
 
-    PURPOSE = "header extraction"
 
     def config(self) -> ConfigDef:
         d = (ConfigDef()
@@ -72,22 +71,21 @@ class HeaderFrom(KeyOrValue):
             raise ConfigException("'fields' config must have the same number of elements as "
                                   "'headers' config.")
         self.move = c["operation"] == "move"
+        self.purpose = f"header {c['operation']}"
         self.replace_null = c[REPLACE_NULL_WITH_DEFAULT]
         self._cache = SchemaCache()
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         value = self.operating_value(record)
-        if value is None:
-            return record
         schema = self.operating_schema(record)
         items = list(record.headers)
         if schema is None:
-            src = require_map(value, self.PURPOSE)
+            src = require_map(value, self.purpose)
             for field, header in zip(self.fields, self.headers, strict=True):
                 items.append(Header(header, None, src.get(field)))
             updated = {k: v for k, v in src.items() if k not in self.fields} if self.move else src
             return self.new_record(record, None, updated).new_record(headers=Headers(items))
-        struct = require_struct(value, self.PURPOSE)
+        struct = require_struct(value, self.purpose)
         for field, header in zip(self.fields, self.headers, strict=True):
             f = schema.field(field)
             if f is None:

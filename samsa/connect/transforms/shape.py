@@ -234,7 +234,7 @@ class Flatten(KeyOrValue):
         new_schema = self._cache.get(schema)
         if new_schema is None:
             fields: list[tuple[str, Schema]] = []
-            self._flatten_schema(schema, "", False, None, fields)
+            self._flatten_schema(schema, "", schema.optional, schema.default, fields)
             new_schema = self._cache.put(schema, struct_with_fields(schema, fields))
         if struct is None:
             return self.new_record(record, new_schema, None)
@@ -258,14 +258,15 @@ class Flatten(KeyOrValue):
         for f in schema.fields:
             name = self._name(prefix, f.name)
             opt = optional or f.schema.optional
-            fdefault = default.get(f.name) if isinstance(default, Struct) else None
+            fdefault = f.schema.default
+            if fdefault is None and isinstance(default, Struct):
+                fdefault = default.get(f.name)
             if f.schema.type is Type.STRUCT:
-                self._flatten_schema(f.schema, name, opt,
-                                     fdefault if fdefault is not None else f.schema.default, out)
+                self._flatten_schema(f.schema, name, opt, fdefault, out)
                 continue
             fs = f.schema
-            if opt != fs.optional or (fdefault is not None and fdefault != fs.default):
-                fs = fs.with_(optional=opt, default=fdefault if fdefault is not None else fs.default)
+            if opt != fs.optional or fdefault is not fs.default:
+                fs = fs.with_(optional=opt, default=fdefault)
             out.append((name, fs))
 
     def _flatten_struct(self, struct: Struct | None, schema: Schema, prefix: str, out: Struct) -> None:
