@@ -4,8 +4,9 @@ header) and DropHeaders."""
 from __future__ import annotations
 
 import datetime
+import decimal
+import math
 import re
-import struct
 from typing import Any
 
 from ..api import Transformation
@@ -25,6 +26,7 @@ from ..data import (
     SchemaAndValue,
     Struct,
     date_schema,
+    decimal_schema,
     time_schema,
     timestamp_schema,
 )
@@ -110,8 +112,8 @@ class HeaderFromValue(OnValue, HeaderFrom):
 
 
 # ---- InsertHeader -------------------------------------------------------------------------------
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_NUMBER = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_FLOAT32_MAX = 3.4028234663852886e38
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
@@ -119,23 +121,28 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3
 
 def parse_literal(text: str) -> SchemaAndValue:
     """A literal's schema and value the way Connect's Values.parseString infers them for
-    primitives: booleans, the smallest integer type that fits, float32 when exact else float64,
-    ISO dates/times/timestamps; anything else (arrays and maps included) stays a string."""
+    primitives: booleans; integral numbers (`1.0` too) as the smallest integer type that fits;
+    other numbers as float32 when in its range, else float64, else Decimal; ISO dates, times and
+    timestamps. Anything else (arrays and maps included) stays a string."""
     stripped = text.strip()
     if stripped.lower() in ("true", "false"):
         return SchemaAndValue(BOOLEAN_SCHEMA, stripped.lower() == "true")
-    if _INT.fullmatch(stripped):
-        n = int(stripped)
-        for schema, bits in ((INT8_SCHEMA, 8), (INT16_SCHEMA, 16), (INT32_SCHEMA, 32), (INT64_SCHEMA, 64)):
-            if -(1 << (bits - 1)) <= n < (1 << (bits - 1)):
-                return SchemaAndValue(schema, n)
-    elif _FLOAT.fullmatch(stripped):
-        x = float(stripped)
-        try:
-            exact32 = struct.unpack("<f", struct.pack("<f", x))[0] == x
-        except OverflowError:
-            exact32 = False
-        return SchemaAndValue(FLOAT32_SCHEMA if exact32 else FLOAT64_SCHEMA, x)
+    if _NUMBER.fullmatch(stripped):
+        number = decimal.Decimal(stripped)
+        if number == number.to_integral_value():
+            n = int(number)
+            for schema, bits in ((INT8_SCHEMA, 8), (INT16_SCHEMA, 16), (INT32_SCHEMA, 32),
+                                 (INT64_SCHEMA, 64)):
+                if -(1 << (bits - 1)) <= n < (1 << (bits - 1)):
+                    return SchemaAndValue(schema, n)
+        exponent = number.as_tuple().exponent
+        if isinstance(exponent, int) and exponent != 0:  # Java: decimal.scale() != 0
+            x = float(number)
+            if abs(x) <= _FLOAT32_MAX:
+                return SchemaAndValue(FLOAT32_SCHEMA, x)
+            if not math.isinf(x):
+                return SchemaAndValue(FLOAT64_SCHEMA, x)
+        return SchemaAndValue(decimal_schema(-exponent if isinstance(exponent, int) else 0), number)
     try:
         if m := _TIMESTAMP.fullmatch(stripped):
             y, mo, d, h, mi, s, ms = map(int, m.groups())

@@ -204,7 +204,8 @@ _SCHEMALESS_LEAVES = (bool, int, float, str, bytes, bytearray, list, tuple, deci
 
 class Flatten(KeyOrValue):
     """Flatten nested Structs (and, without a schema, nested Maps) into one level, joining field
-    names with `delimiter`. A field under an optional struct becomes optional."""
+    names with `delimiter`. A field under an optional struct becomes optional; arrays are kept
+    as they are."""
 
     PURPOSE = "flattening"
 
@@ -264,6 +265,9 @@ class Flatten(KeyOrValue):
             if f.schema.type is Type.STRUCT:
                 self._flatten_schema(f.schema, name, opt, fdefault, out)
                 continue
+            if f.schema.type is Type.MAP:  # arrays pass as they are (KAFKA-12305); maps do not
+                raise DataException(f"Flatten transformation does not support MAP for record with "
+                                    f"schemas (for field {name}).")
             fs = f.schema
             if opt != fs.optional or fdefault is not fs.default:
                 fs = fs.with_(optional=opt, default=fdefault)

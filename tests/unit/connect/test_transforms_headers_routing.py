@@ -4,6 +4,7 @@ predicates TopicNameMatches, HasHeaderKey, RecordIsTombstone."""
 from __future__ import annotations
 
 import datetime
+import decimal
 
 import pytest
 
@@ -22,6 +23,7 @@ from samsa.connect.data import (
     SourceRecord,
     Struct,
     date_schema,
+    decimal_schema,
     struct_schema,
     timestamp_schema,
 )
@@ -98,7 +100,10 @@ def test_header_from_errors():
     ("100000", INT32_SCHEMA, 100000),
     ("10000000000", INT64_SCHEMA, 10000000000),
     ("1.5", FLOAT32_SCHEMA, 1.5),
-    ("1.1", FLOAT64_SCHEMA, 1.1),
+    ("1.0", INT8_SCHEMA, 1),
+    ("-1.1", FLOAT32_SCHEMA, -1.1),
+    ("1.5e300", FLOAT64_SCHEMA, 1.5e300),
+    ("99999999999999999999", decimal_schema(0), decimal.Decimal("99999999999999999999")),
     ("2020-02-03", date_schema(), datetime.date(2020, 2, 3)),
     ("2020-02-03T04:05:06.007Z", timestamp_schema(),
      datetime.datetime(2020, 2, 3, 4, 5, 6, 7000, tzinfo=datetime.UTC)),

@@ -12,6 +12,7 @@ from samsa.connect.data import (
     SourceRecord,
     Struct,
     array_schema,
+    map_schema,
     struct_schema,
 )
 from samsa.connect.errors import ConfigException, DataException
@@ -147,6 +148,12 @@ def test_flatten_with_schema_optional_parent():
     assert t.apply(rec(none_inner, outer)).value.as_dict() == {"id": 1, "in.x": None, "in.y": None,
                                                                "arr": []}
     assert t.apply(rec(None, outer)).value is None
+
+
+def test_flatten_refuses_maps_with_schema():
+    schema = struct_schema([("m", map_schema(STRING_SCHEMA, INT32_SCHEMA))])
+    with pytest.raises(DataException, match="does not support MAP for record with schemas"):
+        configured(FlattenValue).apply(rec(Struct(schema, {"m": {}}), schema))
 
 
 def test_flatten_default_from_field():
