@@ -13,6 +13,7 @@ Each plugin is configured with the connector's properties under its prefix, pref
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -160,7 +161,13 @@ def _unique_aliases(kind: str) -> Validator:
 
 
 def _alias_keys(definition: ConfigDef) -> ConfigDef:
-    """`transforms` and `predicates` themselves, when the connector's definition lacks them."""
+    """`transforms` and `predicates` themselves, when the connector's definition lacks them; a
+    definition that has them without a validator gets Kafka's unique-alias check (on a copy of
+    the key: the base definition is not changed)."""
+    for name, kind in ((TRANSFORMS, "transformation"), (PREDICATES, "predicate")):
+        key = definition.keys.get(name)
+        if key is not None and key.validator is None:
+            definition.keys[name] = dataclasses.replace(key, validator=_unique_aliases(kind))
     if TRANSFORMS not in definition.keys:
         definition.define(TRANSFORMS, ConfigType.LIST, "", _unique_aliases("transformation"),
                           Importance.LOW, "Aliases for the transformations to be applied to records.",

@@ -147,10 +147,17 @@ def test_enrich_config_def_groups_and_errors(plugins):
     assert T + "RegexRouter" in result["transforms.route.type"].recommended_values
 
 
-def test_enrich_reports_duplicate_aliases(plugins):
-    d = enrich_config_def(ConfigDef(), {"transforms": "a,a", "transforms.a.type": T + "Filter"}, plugins)
-    assert d.validate({"transforms": "a,a", "transforms.a.type": T + "Filter"})["transforms"].errors == [
+@pytest.mark.parametrize("with_base_key", [False, True])
+def test_enrich_reports_duplicate_aliases(plugins, with_base_key):
+    base = ConfigDef()
+    if with_base_key:  # the runtime's connector definition has the key, without a validator
+        base.define("transforms", ConfigType.LIST, "", None, Importance.LOW, "aliases")
+    props = {"transforms": "a,a", "transforms.a.type": T + "Filter"}
+    d = enrich_config_def(base, props, plugins)
+    assert d.validate(props)["transforms"].errors == [
         "Invalid value a,a for configuration transforms: Duplicate alias provided."]
+    if with_base_key:
+        assert base.keys["transforms"].validator is None
 
 
 def test_close_closes_every_stage(plugins, monkeypatch):
