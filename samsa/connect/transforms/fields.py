@@ -102,7 +102,7 @@ class InsertField(KeyOrValue):
         schema = self.operating_schema(record)
         if schema is None:
             updated = dict(require_map(value, self.PURPOSE))
-            for name, v in self._inserts(record):
+            for name, v in self._inserts(record, True):
                 updated[name] = v
             return self.new_record(record, None, updated)
         struct = require_struct(value, self.PURPOSE)
@@ -110,22 +110,24 @@ class InsertField(KeyOrValue):
         out = Struct(new_schema)
         for f in schema.fields:
             out.put(f.name, field_value(struct, f.name, self.replace_null))
-        for name, v in self._inserts(record):
+        for name, v in self._inserts(record, False):
             out.put(name, v)
         return self.new_record(record, new_schema, out)
 
-    def _inserts(self, record: ConnectRecord) -> list[tuple[str, Any]]:
+    def _inserts(self, record: ConnectRecord, schemaless: bool) -> list[tuple[str, Any]]:
+        """The (field, value) pairs to add; an absent partition or timestamp adds nothing. Without
+        a schema the timestamp is its number of ms (as Kafka's), with one a Timestamp."""
         out: list[tuple[str, Any]] = []
         if self.topic_field:
             out.append((self.topic_field.name, record.topic))
-        if self.partition_field:
+        if self.partition_field and record.kafka_partition is not None:
             out.append((self.partition_field.name, record.kafka_partition))
         if self.offset_field:
             out.append((self.offset_field.name, require_sink(record, self.PURPOSE).kafka_offset))
-        if self.timestamp_field:
+        if self.timestamp_field and record.timestamp is not None:
             ts = record.timestamp
             out.append((self.timestamp_field.name,
-                        None if ts is None else EPOCH + datetime.timedelta(milliseconds=ts)))
+                         ts if schemaless else EPOCH + datetime.timedelta(milliseconds=ts)))
         if self.static_field:
             out.append((self.static_field.name, self.static_value))
         return out

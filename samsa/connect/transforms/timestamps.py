@@ -113,14 +113,17 @@ class TimestampConverter(KeyOrValue):
             if self.format is None:
                 raise DataException("TimestampConverter requires format option to be specified when "
                                     "using string timestamps")
+            if not isinstance(value, str):
+                raise DataException(f"Expected string timestamp to be a String, but found "
+                                    f"{type(value).__name__}")
             try:
-                return _ms(self.format.parse(str(value)))
+                return _ms(self.format.parse(value))
             except ValueError as e:
                 raise DataException(f"Could not parse timestamp: value ({value}) does not match "
                                     f"pattern ({self.format.pattern})") from e
         if kind == TYPE_UNIX:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise DataException(f"Expected Long for unix timestamp, got {type(value).__name__}")
+                raise DataException(f"Expected Unix timestamp to be a Long, but found {type(value).__name__}")
             mult, div = _PRECISION_MS[self.precision]
             return _div(value * mult, div)
         if isinstance(value, datetime.datetime):
@@ -129,7 +132,7 @@ class TimestampConverter(KeyOrValue):
             return (value - EPOCH.date()).days * _DAY_MS
         if isinstance(value, datetime.time):
             return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
-        raise DataException(f"Expected {kind} value, got {type(value).__name__}")
+        raise DataException(f"Expected {kind} to be a java.util.Date, but found {type(value).__name__}")
 
     def _from_ms(self, ms: int) -> Any:
         if self.target == TYPE_STRING:
@@ -205,20 +208,24 @@ class TimestampConverter(KeyOrValue):
             if schema.type is not Type.STRUCT:
                 raise DataException(f"Only Struct objects supported for [{self.PURPOSE}], "
                                     f"found: {schema.type.value}")
-            f = schema.field(self.field)
-            if f is None:
-                raise DataException(f"Unknown field: {self.field}")
-            new_schema = self._cache.put(schema, struct_with_fields(schema, [
+            # a field the schema lacks is not an error: nothing is converted (as Kafka)
+            new_schema = struct_with_fields(schema, [
                 (g.name, self._target_schema(g.schema.optional) if g.name == self.field else g.schema)
-                for g in schema.fields]))
+                for g in schema.fields])
+            if isinstance(schema.default, Struct):
+                new_schema = new_schema.with_(default=self._convert_struct(schema.default, new_schema))
+            self._cache.put(schema, new_schema)
         if value is None:
             return self.new_record(record, new_schema, None)
-        struct = require_struct(value, self.PURPOSE)
+        return self.new_record(record, new_schema,
+                               self._convert_struct(require_struct(value, self.PURPOSE), new_schema))
+
+    def _convert_struct(self, struct: Struct, new_schema: Schema) -> Struct:
         out = Struct(new_schema)
-        for g in schema.fields:
+        for g in struct.schema.fields:
             v = field_value(struct, g.name, self.replace_null)
             out.put(g.name, self._convert(v, self._kind_of_schema(g.schema)) if g.name == self.field else v)
-        return self.new_record(record, new_schema, out)
+        return out
 
 
 class TimestampConverterKey(OnKey, TimestampConverter):

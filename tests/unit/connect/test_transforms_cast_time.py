@@ -203,8 +203,14 @@ def test_timestamp_converter_field_with_schema():
     assert out.value.get("ts") == datetime.datetime(2017, 1, 2, 2, 4, 5, tzinfo=UTC)
     assert out.value.get("other") == 1
     assert value.get("ts") == "2017-01-02T03:04:05+0100"
-    with pytest.raises(DataException, match="Unknown field: nope"):
-        configured(TimestampConverterValue, field="nope", target_type="unix").apply(rec(value, schema))
+    # a field the schema lacks converts nothing (Kafka does not fail)
+    same = configured(TimestampConverterValue, field="nope", target_type="unix").apply(rec(value, schema))
+    assert same.value == value and same.value_schema == schema
+    with pytest.raises(DataException, match="Expected string timestamp to be a String"):
+        configured(TimestampConverterValue, target_type="unix", format="yyyy").apply(rec(5, STRING_SCHEMA))
+    with pytest.raises(DataException, match="Expected Unix timestamp to be a Long"):
+        configured(TimestampConverterValue, target_type="string", format="yyyy").apply(
+            rec("5", INT64_SCHEMA))
 
 
 def test_timestamp_converter_field_schemaless_and_errors():

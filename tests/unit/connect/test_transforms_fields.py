@@ -59,9 +59,18 @@ def test_insert_field_schemaless_all_fields():
     rec = sink({"a": 1})
     out = t.apply(rec)
     assert out.value == {"a": 1, "topic": "t", "part": 2, "off": 42, "src": "db1",
-                         "ts": EPOCH + datetime.timedelta(milliseconds=1_700_000_000_123)}
+                         "ts": 1_700_000_000_123}  # schemaless: the timestamp's ms, as Kafka
     assert out.value_schema is None
     assert rec.value == {"a": 1}  # the input is untouched
+    bare = SinkRecord("t", None, None, None, None, {"a": 1}, None, kafka_offset=1)
+    assert t.apply(bare).value == {"a": 1, "topic": "t", "off": 1, "src": "db1"}
+
+
+def test_insert_field_with_schema_timestamp_is_logical():
+    t = configured(InsertFieldValue, timestamp_field="ts")
+    out = t.apply(source(person(), PERSON))
+    assert out.value.get("ts") == EPOCH + datetime.timedelta(milliseconds=1_700_000_000_123)
+    assert t.apply(source(person(), PERSON, ts=None)).value.get("ts") is None
 
 
 def test_insert_field_with_schema_optional_and_required_specs():
