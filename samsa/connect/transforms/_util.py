@@ -62,10 +62,10 @@ def field_value(struct: Struct, name: str, replace_null_with_default: bool = Tru
 
 
 def struct_with_fields(base: Schema, fields: list[tuple[str, Schema]]) -> Schema:
-    """A struct schema with `base`'s name, version, doc, parameters and optionality and these
-    fields (Kafka's SchemaUtil.copySchemaBasics + new fields)."""
+    """A required struct schema with `base`'s name, version, doc and parameters and these fields
+    (Kafka's SchemaUtil.copySchemaBasics, which does not copy optionality or the default)."""
     from ..data import Field
-    return Schema(Type.STRUCT, optional=base.optional, name=base.name, version=base.version,
+    return Schema(Type.STRUCT, name=base.name, version=base.version,
                   doc=base.doc, parameters=base.parameters,
                   fields=tuple(Field(n, i, s) for i, (n, s) in enumerate(fields)))
 

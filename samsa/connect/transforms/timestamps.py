@@ -211,7 +211,7 @@ class TimestampConverter(KeyOrValue):
             # a field the schema lacks is not an error: nothing is converted (as Kafka)
             new_schema = struct_with_fields(schema, [
                 (g.name, self._target_schema(g.schema.optional) if g.name == self.field else g.schema)
-                for g in schema.fields])
+                for g in schema.fields]).with_(optional=schema.optional)
             if isinstance(schema.default, Struct):
                 new_schema = new_schema.with_(default=self._convert_struct(schema.default, new_schema))
             self._cache.put(schema, new_schema)

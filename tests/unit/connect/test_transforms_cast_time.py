@@ -258,3 +258,11 @@ def test_simple_date_format_zones_and_errors():
         f.parse("2017-13-02 03:04 Z")
     with pytest.raises(ValueError, match="Unterminated quote"):
         SimpleDateFormat("yyyy 'oops")
+
+
+def test_cast_and_timestamp_converter_keep_optionality():
+    schema = struct_schema([("ts", INT64_SCHEMA)], optional=True)
+    value = Struct(schema, {"ts": MOMENT_MS})
+    assert configured(CastValue, spec="ts:string").apply(rec(value, schema)).value_schema.optional
+    out = configured(TimestampConverterValue, field="ts", target_type="Timestamp").apply(rec(value, schema))
+    assert out.value_schema.optional and out.value.get("ts") == MOMENT

@@ -225,3 +225,15 @@ def test_mask_field_configs():
 def test_mask_field_null_value_is_bad_input():
     with pytest.raises(DataException, match="mask fields"):
         configured(MaskFieldValue, fields="a").apply(source(None))
+
+
+def test_derived_struct_schemas_copy_basics_not_optionality():
+    """Kafka's SchemaUtil.copySchemaBasics copies name, version, doc and parameters only."""
+    optional = PERSON.with_(optional=True, parameters={"p": "1"})
+    out = configured(InsertFieldValue, topic_field="topic").apply(source(Struct(optional, {
+        "name": "a", "age": 1}), optional))
+    assert not out.value_schema.optional
+    assert (out.value_schema.name, out.value_schema.params) == ("person", {"p": "1"})
+    out = configured(ReplaceFieldValue, exclude="age").apply(source(Struct(optional, {
+        "name": "a", "age": 1}), optional))
+    assert not out.value_schema.optional
