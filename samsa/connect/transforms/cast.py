@@ -79,7 +79,8 @@ def parse_spec(mappings: list[str]) -> dict[str, Type]:
 
 
 def _names(types: tuple[Type, ...]) -> str:
-    return ", ".join(_JAVA_NAMES[t] for t in types)
+    """As Java prints an EnumSet: `[INT8, INT16, ...]`."""
+    return "[" + ", ".join(_JAVA_NAMES[t] for t in types) + "]"
 
 
 def _spec_validator(name: str, value: Any) -> None:
