@@ -121,10 +121,12 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3
 
 def parse_literal(text: str) -> SchemaAndValue:
     """A literal's schema and value the way Connect's Values.parseString infers them for
-    primitives: booleans; integral numbers (`1.0` too) as the smallest integer type that fits;
+    primitives: `null`; booleans; integral numbers (`1.0` too) as the smallest integer type that fits;
     other numbers as float32 when in its range, else float64, else Decimal; ISO dates, times and
     timestamps. Anything else (arrays and maps included) stays a string."""
     stripped = text.strip()
+    if stripped == "null":
+        return SchemaAndValue(None, None)
     if stripped.lower() in ("true", "false"):
         return SchemaAndValue(BOOLEAN_SCHEMA, stripped.lower() == "true")
     if _NUMBER.fullmatch(stripped):

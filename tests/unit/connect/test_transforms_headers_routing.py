@@ -108,6 +108,8 @@ def test_header_from_errors():
     ("2020-02-03T04:05:06.007Z", timestamp_schema(),
      datetime.datetime(2020, 2, 3, 4, 5, 6, 7000, tzinfo=datetime.UTC)),
     ("hello world", STRING_SCHEMA, "hello world"),
+    ("null", None, None),
+    ("", STRING_SCHEMA, ""),
 ])
 def test_parse_literal(text, schema, value):
     parsed = parse_literal(text)
