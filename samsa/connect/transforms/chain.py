@@ -14,6 +14,7 @@ Each plugin is configured with the connector's properties under its prefix, pref
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,9 @@ PREDICATES_GROUP = "Predicates"
 COMMON_GROUP = "Common"
 
 
+Runner = Callable[[Callable[[], "ConnectRecord | None"], str], "ConnectRecord | None"]
+
+
 @dataclass
 class TransformationStage:
     """One transform, applied only when its predicate (if any) says so (Kafka's
@@ -52,6 +56,7 @@ class TransformationStage:
     predicate: Predicate | None = None
     negate: bool = False
     predicate_alias: str | None = None
+    class_name: str = ""  # the plugin's canonical (Kafka) class name, for error reports
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         if self.predicate is not None and self.negate == self.predicate.test(record):
@@ -89,8 +94,9 @@ class TransformationChain:
                 own = _with_prefix(props, prefix)
                 predicate_alias = own.pop(PREDICATE, None) or None
                 negate = parse_value(prefix + NEGATE, ConfigType.BOOLEAN, own.pop(NEGATE, "false"))
-                transformation = plugins.new(props[prefix + "type"], PluginType.TRANSFORMATION)
-                stage = TransformationStage(alias, transformation)
+                desc = plugins.find(props[prefix + "type"], PluginType.TRANSFORMATION)
+                transformation = desc.load()()
+                stage = TransformationStage(alias, transformation, class_name=desc.name)
                 stages.append(stage)
                 transformation.configure(own)
                 if predicate_alias is not None:
@@ -109,11 +115,17 @@ class TransformationChain:
             raise
         return cls(stages)
 
-    def apply(self, record: ConnectRecord) -> ConnectRecord | None:
+    def apply(self, record: ConnectRecord, runner: Runner | None = None) -> ConnectRecord | None:
+        """The record after every stage (None once one drops it). `runner(call, class_name)`,
+        when given, runs each stage's call, so error handling (retries, tolerance, the DLQ's
+        `__connect.errors.class.name`) sees which transform failed, as Kafka's chain does."""
         current: ConnectRecord | None = record
         for stage in self.stages:
             assert current is not None
-            current = stage.apply(current)
+            if runner is None:
+                current = stage.apply(current)
+            else:
+                current = runner(functools.partial(stage.apply, current), stage.class_name)
             if current is None:
                 return None
         return current

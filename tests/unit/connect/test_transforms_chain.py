@@ -182,3 +182,17 @@ def test_header_predicate_in_chain(plugins):
     plain = chain.apply(rec(headers=[Header("secret", None, 2)]))
     assert [h.key for h in flagged.headers] == ["flag"]
     assert [h.key for h in plain.headers] == ["secret"]
+
+
+def test_runner_sees_each_stage_and_its_class(plugins):
+    props = {"transforms": "route,drop", "transforms.route.type": "RegexRouter",
+             "transforms.route.regex": "(.*)", "transforms.route.replacement": "r-$1",
+             "transforms.drop.type": T + "Filter"}
+    chain = TransformationChain.from_config(props, plugins)
+    seen: list[str] = []
+
+    def runner(call, class_name):
+        seen.append(class_name)
+        return call()
+    assert chain.apply(rec(), runner) is None
+    assert seen == [T + "RegexRouter", T + "Filter"]
