@@ -266,3 +266,17 @@ def test_cast_and_timestamp_converter_keep_optionality():
     assert configured(CastValue, spec="ts:string").apply(rec(value, schema)).value_schema.optional
     out = configured(TimestampConverterValue, field="ts", target_type="Timestamp").apply(rec(value, schema))
     assert out.value_schema.optional and out.value.get("ts") == MOMENT
+
+
+@pytest.mark.parametrize("pattern", [
+    "yyyy-MM-dd'T'HH:mm:ss.SSSZ", "yyyyMMddHHmmssSSS", "dd MMM yyyy hh:mm:ss.SSS a",
+    "EEEE, MMMM d, yyyy HH:mm:ss.SSS XXX", "D yyyy kk:mm:ss.SSS",
+])
+def test_simple_date_format_round_trips_random_instants(pattern):
+    import random
+    rng = random.Random(pattern)
+    f = SimpleDateFormat(pattern)
+    for _ in range(300):
+        ms = rng.randrange(-2_000_000_000_000, 4_000_000_000_000)
+        when = datetime.datetime(1970, 1, 1, tzinfo=UTC) + datetime.timedelta(milliseconds=ms)
+        assert f.parse(f.format(when)) == when, (pattern, when, f.format(when))
