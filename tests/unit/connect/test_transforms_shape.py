@@ -161,3 +161,16 @@ def test_flatten_default_from_field():
     outer = struct_schema([("in", inner)])
     out = configured(FlattenValue).apply(rec(Struct(outer, {"in": Struct(inner, {"x": 1})}), outer))
     assert out.value_schema.field("in.x").schema.default == 5
+
+
+def test_replace_null_with_default_off_keeps_nulls():
+    schema = struct_schema([("a", INT32_SCHEMA.with_(optional=True, default=9))])
+    value = Struct(schema).put("a", None)
+    on = configured(ExtractFieldValue, field="a").apply(rec(value, schema))
+    off = configured(ExtractFieldValue, field="a",
+                     replace_null_with_default="false").apply(rec(value, schema))
+    assert (on.value, off.value) == (9, None)
+    key_on = configured(ValueToKey, fields="a").apply(rec(value, schema))
+    key_off = configured(ValueToKey, fields="a",
+                         replace_null_with_default="false").apply(rec(value, schema))
+    assert (key_on.key.get_without_default("a"), key_off.key.get_without_default("a")) == (9, None)
