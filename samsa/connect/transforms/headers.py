@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from ..api import Transformation
-from ..config_def import NO_DEFAULT, ConfigDef, ConfigType, Importance, non_empty_string, non_null, one_of
+from ..config_def import NO_DEFAULT, ConfigDef, ConfigType, Importance, non_null, one_of
 from ..data import (
     BOOLEAN_SCHEMA,
     FLOAT32_SCHEMA,
@@ -25,6 +25,7 @@ from ..data import (
     Headers,
     SchemaAndValue,
     Struct,
+    Type,
     date_schema,
     decimal_schema,
     time_schema,
@@ -114,6 +115,7 @@ class HeaderFromValue(OnValue, HeaderFrom):
 # ---- InsertHeader -------------------------------------------------------------------------------
 _NUMBER = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
 _FLOAT32_MAX = 3.4028234663852886e38
+_INT_TYPES = (Type.INT8, Type.INT16, Type.INT32, Type.INT64)
 _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 _TIME = re.compile(r"(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z")
@@ -160,12 +162,43 @@ def parse_literal(text: str) -> SchemaAndValue:
     return SchemaAndValue(STRING_SCHEMA, text)
 
 
+def values_parse(text: str) -> SchemaAndValue:
+    """Connect's Values.parseString: the converters' implementation when it is installed (the
+    one SimpleHeaderConverter uses, arrays and maps included), else `parse_literal`."""
+    try:
+        from ..converters.values import parse_string
+    except ImportError:
+        return parse_literal(text)
+    try:
+        return parse_string(text)  # type: ignore[no-any-return]
+    except DataException:
+        return SchemaAndValue(STRING_SCHEMA, text)
+
+
+def insert_header_literal(raw: str) -> SchemaAndValue:
+    """InsertHeader's value: Values' parse, except that a whole number written with a decimal
+    point (`1.0`) stays a float (float32 when in range, else float64, else Decimal), as Kafka's
+    InsertHeader does."""
+    parsed = values_parse(raw)
+    if parsed.schema is None or parsed.schema.type not in _INT_TYPES or "." not in raw \
+            or not _NUMBER.fullmatch(raw):
+        return parsed
+    number = decimal.Decimal(raw)
+    x = float(number)
+    if abs(x) <= _FLOAT32_MAX:
+        return SchemaAndValue(FLOAT32_SCHEMA, x)
+    if not math.isinf(x):
+        return SchemaAndValue(FLOAT64_SCHEMA, x)
+    exponent = number.as_tuple().exponent
+    return SchemaAndValue(decimal_schema(-exponent if isinstance(exponent, int) else 0), number)
+
+
 class InsertHeader(Transformation):
     """Add a header with a literal value (its schema inferred like Connect's Values)."""
 
     def config(self) -> ConfigDef:
         return (ConfigDef()
-                .define("header", ConfigType.STRING, NO_DEFAULT, non_empty_string, Importance.HIGH,
+                .define("header", ConfigType.STRING, NO_DEFAULT, non_null, Importance.HIGH,
                         "The name of the header.")
                 .define("value.literal", ConfigType.STRING, NO_DEFAULT, non_null, Importance.HIGH,
                         "The literal value that is to be set as the header value on all records."))
@@ -173,7 +206,7 @@ class InsertHeader(Transformation):
     def configure(self, props: dict[str, Any]) -> None:
         c = parse_config(self.config(), props)
         self.header: str = c["header"]
-        self.literal = parse_literal(c["value.literal"])
+        self.literal = insert_header_literal(c["value.literal"])
 
     def apply(self, record: ConnectRecord) -> ConnectRecord | None:
         headers = record.headers.copy().add(self.header, self.literal.value, self.literal.schema)

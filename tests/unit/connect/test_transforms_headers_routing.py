@@ -116,6 +116,21 @@ def test_parse_literal(text, schema, value):
     assert parsed.schema == schema and parsed.value == value
 
 
+@pytest.mark.parametrize("literal,schema,value", [
+    ("1.0", FLOAT32_SCHEMA, 1.0),  # InsertHeader keeps a written decimal point a float
+    ("7", INT8_SCHEMA, 7),
+    ("true", BOOLEAN_SCHEMA, True),
+    ("abc", STRING_SCHEMA, "abc"),
+    ("1.0e400", decimal_schema(0), None),  # beyond doubles: a Decimal
+])
+def test_insert_header_literal_types(literal, schema, value):
+    out = configured(InsertHeader, header="h", value_literal=literal).apply(rec("v"))
+    h = out.headers.last_with_name("h")
+    assert h.schema.type is schema.type
+    if value is not None:
+        assert h.value == value
+
+
 def test_insert_and_drop_headers():
     t = configured(InsertHeader, header="source", value_literal="db-1")
     original = rec("v", headers=[Header("x", None, 1)])
