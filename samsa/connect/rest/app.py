@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ... import __version__
 from ..errors import BadRequestException, NotFoundException, NotLeaderException
@@ -95,16 +95,24 @@ class _SlashStripper:
         await self.app(scope, receive, send)
 
 
-class ConnectRestApp:
-    """The ASGI app (`.app`) serving one herder."""
+HerderSource = Herder | Callable[[], Herder | None]
+STARTING = "The worker is still starting up; try again shortly"
 
-    def __init__(self, herder: Herder, *, loggers: Loggers | None = None,
-                 topic_tracking: bool = True, topic_tracking_reset: bool = True,
+
+class ConnectRestApp:
+    """The ASGI app (`.app`) serving one herder. The herder may be given as a function returning
+    it (None, or raising LookupError, while the worker starts: requests then get 503), so the
+    listener can be up before the herder, which needs the listener's URL, exists.
+    `topic_tracking(_reset)` None reads `topic.tracking.enable` / `topic.tracking.allow.reset`
+    from the herder's worker config (default true, as in Kafka)."""
+
+    def __init__(self, herder: HerderSource, *, loggers: Loggers | None = None,
+                 topic_tracking: bool | None = None, topic_tracking_reset: bool | None = None,
                  request_timeout_s: float = REQUEST_TIMEOUT_S, max_body: int = MAX_BODY) -> None:
-        self.herder = herder
+        self._herder = herder
         self.loggers = loggers or Loggers()
-        self.topic_tracking = topic_tracking
-        self.topic_tracking_reset = topic_tracking_reset
+        self._topic_tracking = topic_tracking
+        self._topic_tracking_reset = topic_tracking_reset
         self.request_timeout_s = request_timeout_s
         self.max_body = max_body
         self._plugins: dict[bool, list[dict[str, Any]]] = {}
@@ -143,6 +151,36 @@ class ConnectRestApp:
         self.app = _SlashStripper(self.starlette)
 
     # ---- plumbing ----------------------------------------------------------------------------
+    @property
+    def herder(self) -> Herder:
+        if isinstance(self._herder, Herder):
+            return self._herder
+        try:
+            herder = self._herder()
+        except LookupError:
+            herder = None
+        if herder is None:
+            raise RestError(503, STARTING)
+        return herder
+
+    def _worker_flag(self, given: bool | None, name: str) -> bool:
+        if given is not None:
+            return given
+        config = getattr(self.herder, "config", None)
+        try:
+            value = config.get(name) if config is not None else None
+        except Exception:  # a worker config that does not define it: Kafka's default
+            value = None
+        return True if value is None else str(value).strip().lower() == "true"
+
+    @property
+    def topic_tracking(self) -> bool:
+        return self._worker_flag(self._topic_tracking, "topic.tracking.enable")
+
+    @property
+    def topic_tracking_reset(self) -> bool:
+        return self._worker_flag(self._topic_tracking_reset, "topic.tracking.allow.reset")
+
     async def _http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         phrase = _PHRASES.get(exc.status_code, str(exc.detail))
@@ -453,3 +491,8 @@ class ConnectRestApp:
             log.warning("Received invalid scope '%s' in request to adjust logging level; will "
                         "default to worker", scope)
         return json_response(self.loggers.set_level(name, level))
+
+
+def create_app(herder: HerderSource, **options: Any) -> ASGIApp:
+    """The ASGI app for uvicorn (see ConnectRestApp for the options)."""
+    return ConnectRestApp(herder, **options).app

@@ -14,7 +14,7 @@ from connect_rest_fixtures import SINK, SOURCE, MemoryHerder, make_plugins, serv
 from starlette.testclient import TestClient
 
 from samsa import __version__
-from samsa.connect.rest import ConnectRestApp, Loggers
+from samsa.connect.rest import ConnectRestApp, Loggers, create_app
 from samsa.connect.runtime.herder import RestartRequest
 from samsa.connect.runtime.status import TargetState
 
@@ -464,3 +464,29 @@ def test_request_timeout_is_500(herder: MemoryHerder) -> None:
         release.set()
 
 
+
+
+def test_herder_provider_answers_503_until_the_herder_exists(herder: MemoryHerder) -> None:
+    holder: dict[str, MemoryHerder] = {}
+    with TestClient(create_app(lambda: holder["herder"])) as c:
+        assert_error(c.get("/connectors"), 503, "starting up")
+        assert c.get("/admin/loggers").status_code == 200  # the worker's logging needs no herder
+        holder["herder"] = herder
+        assert c.get("/connectors").json() == []
+
+
+def test_topic_tracking_flags_come_from_the_worker_config(herder: MemoryHerder) -> None:
+    class Config:
+        values = {"topic.tracking.enable": "true", "topic.tracking.allow.reset": "false"}
+
+        def get(self, name: str) -> str:
+            return self.values[name]
+
+    herder.config = Config()  # type: ignore[attr-defined]
+    create_client = TestClient(create_app(herder))
+    with create_client as c:
+        c.post("/connectors", json={"name": "t", "config": source_config()})
+        assert c.get("/connectors/t/topics").status_code == 200
+        assert_error(c.put("/connectors/t/topics/reset"), 403, "Topic tracking reset is disabled.")
+        Config.values["topic.tracking.enable"] = "false"
+        assert_error(c.get("/connectors/t/topics"), 403, "Topic tracking is disabled.")
