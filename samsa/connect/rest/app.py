@@ -37,6 +37,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
 REQUEST_TIMEOUT_S = 90.0  # Kafka's ConnectResource.DEFAULT_REST_REQUEST_TIMEOUT_MS
+HEALTH_TIMEOUT_S = 10.0
+HEALTHY = "Worker has completed startup and is ready to handle requests."
+UNHEALTHY = "Worker was unable to handle this request and may be unable to handle other requests."
 INITIAL_STATES = {"RUNNING": TargetState.STARTED, "PAUSED": TargetState.PAUSED,
                   "STOPPED": TargetState.STOPPED}
 _PHRASES = {400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 406: "Not Acceptable",
@@ -119,6 +122,7 @@ class ConnectRestApp:
         c = "/connectors/{connector}"
         routes = [
             Route("/", self.root, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
             Route("/connectors", self.list_connectors, methods=["GET"]),
             Route("/connectors", self.create_connector, methods=["POST"]),
             Route(c, self.get_connector, methods=["GET"]),
@@ -223,6 +227,22 @@ class ConnectRestApp:
     async def root(self, request: Request) -> Response:
         return json_response({"version": __version__, "commit": source_commit(),
                               "kafka_cluster_id": self.herder.kafka_cluster_id})
+
+    async def health(self, request: Request) -> Response:
+        """KIP-1017: 200 once the worker serves requests, 503 while it starts, 500 when the herder
+        does not answer within 10 s (a herder may offer `health_check()`; else `connectors()`)."""
+        try:
+            herder = self.herder
+        except RestError:
+            return json_response({"status": "starting", "message": "Worker is still starting up."}, 503)
+        probe = getattr(herder, "health_check", None)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(probe if callable(probe) else herder.connectors),
+                                   HEALTH_TIMEOUT_S)
+        except Exception as e:
+            detail = "Request timed out." if isinstance(e, TimeoutError) else str(e)
+            return json_response({"status": "unhealthy", "message": UNHEALTHY + " " + detail}, 500)
+        return json_response({"status": "healthy", "message": HEALTHY})
 
     # ---- connectors --------------------------------------------------------------------------
     @endpoint

@@ -490,3 +490,25 @@ def test_topic_tracking_flags_come_from_the_worker_config(herder: MemoryHerder) 
         assert_error(c.put("/connectors/t/topics/reset"), 403, "Topic tracking reset is disabled.")
         Config.values["topic.tracking.enable"] = "false"
         assert_error(c.get("/connectors/t/topics"), 403, "Topic tracking is disabled.")
+
+
+def test_health(herder: MemoryHerder) -> None:
+    holder: dict[str, MemoryHerder] = {}
+    with TestClient(create_app(lambda: holder["herder"])) as c:
+        resp = c.get("/health")
+        assert resp.status_code == 503
+        assert resp.json() == {"status": "starting", "message": "Worker is still starting up."}
+        holder["herder"] = herder
+        resp = c.get("/health")
+        assert resp.status_code == 200
+        assert resp.json() == {"status": "healthy",
+                               "message": "Worker has completed startup and is ready to handle requests."}
+
+        def broken() -> list[str]:
+            raise RuntimeError("herder thread is gone")
+
+        herder.connectors = broken  # type: ignore[method-assign]
+        resp = c.get("/health")
+        assert resp.status_code == 500
+        assert resp.json()["status"] == "unhealthy"
+        assert resp.json()["message"].endswith("herder thread is gone")
