@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -87,7 +88,7 @@ def endpoint(fn: Callable[[ConnectRestApp, Request], Awaitable[Response]]) -> Ca
 class _SlashStripper:
     """Jersey serves `/connectors/` as `/connectors`; Starlette would redirect, so strip it."""
 
-    def __init__(self, app: Starlette) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,7 +112,10 @@ class ConnectRestApp:
 
     def __init__(self, herder: HerderSource, *, loggers: Loggers | None = None,
                  topic_tracking: bool | None = None, topic_tracking_reset: bool | None = None,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S, max_body: int = MAX_BODY) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S, max_body: int = MAX_BODY,
+                 allow_origin: str = "", allow_methods: str = "") -> None:
+        """`allow_origin` / `allow_methods`: the worker's `access.control.allow.origin` and
+        `access.control.allow.methods` (CORS; methods default to GET, POST, HEAD as Kafka's)."""
         self._herder = herder
         self.loggers = loggers or Loggers()
         self._topic_tracking = topic_tracking
@@ -152,7 +156,14 @@ class ConnectRestApp:
         ]
         self.starlette = Starlette(routes=routes, exception_handlers={
             HTTPException: self._http_error, Exception: self._internal_error})
-        self.app = _SlashStripper(self.starlette)
+        inner: ASGIApp = self.starlette
+        origins = [o.strip() for o in allow_origin.split(",") if o.strip()]
+        if origins:
+            methods = [m.strip().upper() for m in allow_methods.split(",") if m.strip()]
+            inner = CORSMiddleware(inner, allow_origins=origins,
+                                   allow_methods=methods or ["GET", "POST", "HEAD"],
+                                   allow_headers=["*"])
+        self.app = _SlashStripper(inner)
 
     # ---- plumbing ----------------------------------------------------------------------------
     @property

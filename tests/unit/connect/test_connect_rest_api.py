@@ -512,3 +512,17 @@ def test_health(herder: MemoryHerder) -> None:
         assert resp.status_code == 500
         assert resp.json()["status"] == "unhealthy"
         assert resp.json()["message"].endswith("herder thread is gone")
+
+
+def test_cors_when_allow_origin_is_set(herder: MemoryHerder) -> None:
+    with TestClient(create_app(herder)) as c:
+        assert "access-control-allow-origin" not in c.get("/", headers={"origin": "http://ui"}).headers
+    with TestClient(create_app(herder, allow_origin="http://ui")) as c:
+        resp = c.get("/connectors", headers={"origin": "http://ui"})
+        assert resp.headers["access-control-allow-origin"] == "http://ui"
+        pre = c.options("/connectors", headers={"origin": "http://ui",
+                                                "access-control-request-method": "POST"})
+        assert pre.status_code == 200 and "POST" in pre.headers["access-control-allow-methods"]
+        pre = c.options("/connectors", headers={"origin": "http://ui",
+                                                "access-control-request-method": "DELETE"})
+        assert pre.status_code == 400  # not among the allowed methods
