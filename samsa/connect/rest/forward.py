@@ -42,6 +42,8 @@ async def forward(request: Request, leader_url: str | None, timeout_s: float) ->
     url = target_url(leader_url, request, recursive=flag is None)
     body = await request.body()
     headers = {"content-type": request.headers.get("content-type", JSON), "accept": JSON}
+    if "authorization" in request.headers:  # Kafka's RestClient passes the caller's credentials on
+        headers["authorization"] = request.headers["authorization"]
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             resp = await client.request(request.method, url, content=body, headers=headers)
@@ -49,5 +51,9 @@ async def forward(request: Request, leader_url: str | None, timeout_s: float) ->
         raise RestError(500, f"IO Error trying to forward REST request: {e}") from None
     media = resp.headers.get("content-type", JSON)
     if resp.status_code == 204 or not resp.content:
-        return Response(status_code=resp.status_code)
-    return Response(resp.content, status_code=resp.status_code, media_type=media)
+        out = Response(status_code=resp.status_code)
+    else:
+        out = Response(resp.content, status_code=resp.status_code, media_type=media)
+    if "location" in resp.headers:
+        out.headers["location"] = resp.headers["location"]
+    return out

@@ -411,6 +411,7 @@ def test_not_leader_forwards_to_the_leader(plugin_dir: Path) -> None:
             resp = http.post("/connectors", json={"name": "f", "config": source_config()})
             assert resp.status_code == 201, resp.text
             assert resp.json()["name"] == "f"
+            assert resp.headers["location"] == "/connectors/f"
             assert "f" in leader.conns and "f" not in follower.conns
             resp = http.post("/connectors/f/restart", params={"includeTasks": "true"})
             assert resp.status_code == 202
