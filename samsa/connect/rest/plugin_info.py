@@ -27,9 +27,9 @@ def listing(plugins: Plugins, connectors_only: bool) -> list[dict[str, Any]]:
 
 
 def plugin_config(herder: Herder, name: str) -> list[dict[str, Any]]:
-    """The ConfigKeyInfo list of a plugin. A herder that knows the framework's base definitions
-    (ConnectorConfig's `name`, `connector.class`, `tasks.max`, ...) provides
-    `connector_plugin_config(name)`, and its answer is used; otherwise the plugin's own keys."""
+    """The ConfigKeyInfo list of a plugin, as Kafka's connectorPluginConfig answers it: the
+    plugin's own keys, then (connectors) the framework's source/sink connector keys it does not
+    define itself. A herder may answer instead through `connector_plugin_config(name)`."""
     custom = getattr(herder, "connector_plugin_config", None)
     if callable(custom):
         return list(custom(name))
@@ -37,9 +37,13 @@ def plugin_config(herder: Herder, name: str) -> list[dict[str, Any]]:
         desc = herder.plugins.find(name)
     except NotFoundException:
         raise NotFoundException(f"Unknown plugin {name}.") from None
-    plugin = desc.load()()
-    definition = plugin.config()
-    return [key.definition() for key in definition.keys.values()]
+    keys = dict(desc.load()().config().keys)
+    if desc.kind in CONNECTORS:
+        from ..runtime.connector_config import sink_def, source_def
+        base = source_def() if desc.kind is PluginType.SOURCE else sink_def()
+        for key_name, key in base.keys.items():
+            keys.setdefault(key_name, key)
+    return [key.definition() for key in keys.values()]
 
 
 def normalized(name: str) -> str:

@@ -327,13 +327,20 @@ def test_plugin_config_definitions(client: TestClient) -> None:
     resp = client.get("/connector-plugins/RestTestSource/config")
     assert resp.status_code == 200
     keys = resp.json()
-    assert [k["name"] for k in keys] == ["topic", "batch.size"]
+    names = [k["name"] for k in keys]
+    assert names[:2] == ["topic", "batch.size"]  # the plugin's own keys first
+    assert {"name", "connector.class", "tasks.max", "transforms"} <= set(names[2:])  # then the base's
+    assert len(names) == len(set(names))
     topic = keys[0]
     assert topic == {"name": "topic", "type": "STRING", "required": True, "default_value": None,
                      "importance": "HIGH", "documentation": "The topic to write to", "group": "Source",
                      "width": "NONE", "display_name": "topic", "dependents": [], "order": -1}
     assert keys[1]["default_value"] == "100" and keys[1]["required"] is False
     assert_error(client.get("/connector-plugins/NoSuchThing/config"), 404, "Unknown plugin NoSuchThing.")
+    sink = [k["name"] for k in client.get("/connector-plugins/RestTestSink/config").json()]
+    assert sink[0] == "file" and {"topics", "topics.regex"} <= set(sink)
+    converter = client.get("/connector-plugins/resttestplugins.RestTestConverter/config").json()
+    assert converter == []  # a converter has only its own keys
 
 
 def test_validate(client: TestClient) -> None:
