@@ -142,8 +142,7 @@ def assign(leader: str, members: Mapping[str, WorkerState], config_offset: int,
         return GroupAssignment({m: failed for m in members}, state)
 
     held = {m: ConnectorsAndTasks.of(ws.assignment.connectors, ws.assignment.tasks)
-            if ws.assignment is not None and not ws.assignment.failed else EMPTY
-            for m, ws in members.items()}
+            if ws.assignment is not None else EMPTY for m, ws in members.items()}
     previous = state.previous_assignment
     if last_completed_generation is not None and \
             state.previous_generation != last_completed_generation:
