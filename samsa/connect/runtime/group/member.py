@@ -405,6 +405,7 @@ class WorkerGroupMember:
             self.member_id = member_id  # KIP-394: join again with the id the coordinator gave
             raise _Rejoin()
         if code == REBALANCE_IN_PROGRESS:
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)  # never spin on it
             raise _Rejoin()
         if code in _STALE_MEMBER:
             log.info("%r: %s: error %d: rejoining as a new member", self, what, code)
