@@ -316,6 +316,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Default compatibility level of the embedded schema registry."),
     ConfigDef("schema.registry.topic", "string", "_schemas",
               "Topic holding the registry's schemas (also read for schema-validated topics)."),
+    ConfigDef("connect.enable", "boolean", "false",
+              "Run a distributed Kafka Connect worker inside the broker process "
+              "(worker settings: connect.worker.<name>)."),
+    ConfigDef("connect.listeners", "string", "http://127.0.0.1:8083",
+              "REST listener of the embedded Connect worker."),
 ] + [replace(t, name=t.broker_synonym, broker_synonym=None, mode="cluster-wide")
      for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}

@@ -38,6 +38,7 @@ ELECT_LEADERS = 43
 INCREMENTAL_ALTER_CONFIGS = 44
 ALTER_PARTITION_REASSIGNMENTS = 45
 LIST_PARTITION_REASSIGNMENTS = 46
+OFFSET_DELETE = 47
 
 API_NAMES = {API_VERSIONS: "ApiVersions", METADATA: "Metadata", FIND_COORDINATOR: "FindCoordinator",
              DESCRIBE_PRODUCERS: "DescribeProducers", DESCRIBE_TRANSACTIONS: "DescribeTransactions",
@@ -45,7 +46,7 @@ API_NAMES = {API_VERSIONS: "ApiVersions", METADATA: "Metadata", FIND_COORDINATOR
              DESCRIBE_LOG_DIRS: "DescribeLogDirs", ELECT_LEADERS: "ElectLeaders",
              INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs",
              ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
-             LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments"}
+             LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments", OFFSET_DELETE: "OffsetDelete"}
 
 # versions this client speaks: api key -> (min, max)
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
@@ -60,9 +61,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    OFFSET_DELETE: (0, 0),
 }
 
-COORDINATOR_TRANSACTION = 1  # FindCoordinator key type
+COORDINATOR_GROUP = 0  # FindCoordinator key types
+COORDINATOR_TRANSACTION = 1
 _RETRIABLE_COORDINATOR = {ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
                           ErrorCode.not_coordinator}
 COORDINATOR_WAIT_S = 10.0
@@ -385,23 +388,26 @@ class WireClient:
         return [Node(int(b.node_id), b.host, int(b.port)) for b in md.brokers]
 
     def transaction_coordinator(self, transactional_id: str) -> Node:
-        """The broker coordinating a transactional id (FindCoordinator, retried while the
-        coordinator is loading or moving)."""
+        """The broker coordinating a transactional id."""
+        return self.coordinator(COORDINATOR_TRANSACTION, transactional_id)
+
+    def coordinator(self, key_type: int, key: str) -> Node:
+        """The broker coordinating a group or transactional id (FindCoordinator, retried while
+        the coordinator is loading or moving)."""
+        what = "transaction" if key_type == COORDINATOR_TRANSACTION else "group"
         deadline = time.monotonic() + COORDINATOR_WAIT_S
         while True:
             v = self.version(FIND_COORDINATOR)
             if v >= 4:
-                resp = self.call(FIND_COORDINATOR, {"key_type": COORDINATOR_TRANSACTION,
-                                                    "coordinator_keys": [transactional_id]},
-                                 version=v)
+                resp = self.call(FIND_COORDINATOR, {"key_type": key_type,
+                                                    "coordinator_keys": [key]}, version=v)
                 found = resp.coordinators[0]
             else:
-                found = self.call(FIND_COORDINATOR, {"key_type": COORDINATOR_TRANSACTION,
-                                                     "key": transactional_id}, version=v)
+                found = self.call(FIND_COORDINATOR, {"key_type": key_type, "key": key}, version=v)
             code = found.error_code
             if code == ErrorCode.none:
                 return Node(int(found.node_id), found.host, int(found.port))
             if code not in _RETRIABLE_COORDINATOR or time.monotonic() > deadline:
-                raise CliError(f"cannot find the transaction coordinator of {transactional_id!r}: "
+                raise CliError(f"cannot find the {what} coordinator of {key!r}: "
                                f"{found.error_message or error_name(code)}")
             time.sleep(0.2)

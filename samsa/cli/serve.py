@@ -29,6 +29,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--schema-registry", nargs="?", const="http://127.0.0.1:8081", metavar="URL",
                    help="also run the schema registry in this process (default listener "
                         "http://127.0.0.1:8081; same as schema.registry.enable=true)")
+    p.add_argument("--connect", nargs="?", const="http://127.0.0.1:8083", metavar="URL",
+                   help="also run a distributed Kafka Connect worker in this process (REST API "
+                        "default http://127.0.0.1:8083; same as connect.enable=true)")
     p.set_defaults(func=run)
 
 
@@ -44,6 +47,9 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
     if getattr(args, "schema_registry", None):
         values["schema.registry.enable"] = "true"
         values["schema.registry.listeners"] = args.schema_registry
+    if getattr(args, "connect", None):
+        values["connect.enable"] = "true"
+        values["connect.listeners"] = args.connect
     for item in args.override:
         k, sep, v = item.partition("=")
         if not sep:
@@ -64,7 +70,10 @@ async def _serve(config: BrokerConfig) -> None:
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
     registry = await _start_registry(config, broker.host, broker.port)
+    connect = await _start_connect(config, broker.host, broker.port)
     await stop.wait()
+    if connect is not None:
+        await connect.stop()
     if registry is not None:
         await registry.stop()
     await broker.stop()
@@ -85,6 +94,31 @@ async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
     await registry.start()
     print(f"samsa: schema registry listening on http://{rc.host_port[0]}:{registry.port}", flush=True)
     return registry
+
+
+CONNECT_PREFIX = "connect.worker."
+
+
+async def _start_connect(config: BrokerConfig, host: str, port: int) -> Any:
+    """A distributed Connect worker in the broker's process (threads for the herder and tasks,
+    the REST API on this event loop), when connect.enable is set. Worker settings:
+    `connect.worker.<name>` overrides (e.g. connect.worker.group.id)."""
+    if not config.get_bool("connect.enable"):
+        return None
+    from samsa.connect.runtime.process import WorkerProcess
+
+    props = {"bootstrap.servers": f"{host}:{port}", "group.id": "connect-cluster",
+             "config.storage.topic": "connect-configs", "offset.storage.topic": "connect-offsets",
+             "status.storage.topic": "connect-status",
+             "config.storage.replication.factor": "-1", "offset.storage.replication.factor": "-1",
+             "status.storage.replication.factor": "-1",
+             "listeners": config.get("connect.listeners") or "http://127.0.0.1:8083"}
+    props.update({k[len(CONNECT_PREFIX):]: v for k, v in config.values.items()
+                  if k.startswith(CONNECT_PREFIX)})
+    worker = WorkerProcess(props, distributed=True)
+    await worker.start()
+    print(f"samsa: Kafka Connect worker listening on {worker.url}", flush=True)
+    return worker
 
 
 def run(args: argparse.Namespace) -> int:

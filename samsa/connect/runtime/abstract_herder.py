@@ -1,0 +1,256 @@
+"""What standalone and distributed herders share (Kafka's AbstractHerder): statuses as the worker
+reports them, validation, the status and info answers, and offsets of sink connectors (their
+consumer group) — the parts that do not depend on where configs live."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Protocol
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import AdminClient
+
+from ..errors import BadRequestException, ConnectException, NotFoundException
+from ..plugins import Plugins
+from .herder import ConnectorInfo, ConnectorOffsets, ConnectorStateInfo, Herder, TaskInfo
+from .status import ConnectorTaskId, State, Status, TargetState
+from .validation import raise_if_invalid, validate_connector_config
+from .worker import Worker, connector_kind
+from .worker_config import WorkerConfig
+
+log = logging.getLogger("samsa.connect.herder")
+
+
+class StatusStore(Protocol):
+    def put(self, status: Status) -> None: ...
+
+    def get(self, connector: str) -> Status | None: ...
+
+    def get_task(self, task: ConnectorTaskId) -> Status | None: ...
+
+    def get_all(self, connector: str) -> list[Status]: ...
+
+    def delete(self, connector: str) -> None: ...
+
+    def put_topic(self, connector: str, task: int, topic: str) -> None: ...
+
+    def topics(self, connector: str) -> list[str]: ...
+
+    def delete_topics(self, connector: str) -> None: ...
+
+
+class MemoryStatusStore:
+    """Statuses of a standalone worker (nothing outlives the process, as Kafka's
+    MemoryStatusBackingStore)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._connectors: dict[str, Status] = {}
+        self._tasks: dict[ConnectorTaskId, Status] = {}
+        self._topics: dict[str, set[str]] = {}
+
+    def put(self, status: Status) -> None:
+        with self._lock:
+            if status.task is None:
+                self._connectors[status.connector] = status
+            else:
+                tid = ConnectorTaskId(status.connector, status.task)
+                if status.state is State.DESTROYED:
+                    self._tasks.pop(tid, None)
+                else:
+                    self._tasks[tid] = status
+
+    def get(self, connector: str) -> Status | None:
+        return self._connectors.get(connector)
+
+    def get_task(self, task: ConnectorTaskId) -> Status | None:
+        return self._tasks.get(task)
+
+    def get_all(self, connector: str) -> list[Status]:
+        with self._lock:
+            return [s for t, s in sorted(self._tasks.items()) if t.connector == connector]
+
+    def delete(self, connector: str) -> None:
+        with self._lock:
+            self._connectors.pop(connector, None)
+            for t in [t for t in self._tasks if t.connector == connector]:
+                del self._tasks[t]
+            self._topics.pop(connector, None)
+
+    def put_topic(self, connector: str, task: int, topic: str) -> None:
+        with self._lock:
+            self._topics.setdefault(connector, set()).add(topic)
+
+    def topics(self, connector: str) -> list[str]:
+        return sorted(self._topics.get(connector, ()))
+
+    def delete_topics(self, connector: str) -> None:
+        with self._lock:
+            self._topics.pop(connector, None)
+
+
+class AbstractHerder(Herder):
+    def __init__(self, config: WorkerConfig, plugins: Plugins, worker_id: str,
+                 statuses: StatusStore, kafka_cluster_id: str) -> None:
+        self.config = config
+        self.plugins = plugins
+        self.worker_id = worker_id
+        self.statuses = statuses
+        self.kafka_cluster_id = kafka_cluster_id
+        self.generation = 0
+        self.worker: Worker
+        self._admin: AdminClient | None = None
+
+    # ---- WorkerListener ---------------------------------------------------------------------
+    def connector_state(self, connector: str, state: State, trace: str | None = None) -> None:
+        self.statuses.put(Status(connector, None, state, self.worker_id, trace, self.generation))
+
+    def task_state(self, task: ConnectorTaskId, state: State, trace: str | None = None) -> None:
+        self.statuses.put(Status(task.connector, task.task, state, self.worker_id, trace,
+                                 self.generation))
+
+    def topic_used(self, connector: str, task: int, topic: str) -> None:
+        self.statuses.put_topic(connector, task, topic)
+
+    # ---- shared answers ---------------------------------------------------------------------
+    def validate_connector_config(self, config: dict[str, str]) -> dict[str, Any]:
+        return validate_connector_config(
+            self.plugins, config,
+            override_policy=str(self.config.get("connector.client.config.override.policy")),
+            exactly_once_source=self.config.distributed and self.config.exactly_once_source)
+
+    def check_config(self, name: str, config: dict[str, str]) -> dict[str, str]:
+        """Validated config (with its name) or BadRequest, as Kafka's create/update."""
+        if not name or any(ord(c) < 32 for c in name):
+            raise BadRequestException("Connector name is empty or contains control characters")
+        config = {str(k): str(v) for k, v in config.items()}
+        if config.get("name", name) != name:
+            raise BadRequestException("Connector name configuration (" + config["name"] +
+                                      ") doesn't match connector name in the URL (" + name + ")")
+        config["name"] = name
+        raise_if_invalid(self.validate_connector_config(config))
+        return config
+
+    def kind(self, config: dict[str, str]) -> str:
+        return connector_kind(self.plugins, config)
+
+    def state_info(self, name: str, config: dict[str, str], tasks: list[ConnectorTaskId]) -> \
+            ConnectorStateInfo:
+        conn = self.statuses.get(name) or Status(name, None, State.UNASSIGNED, self.worker_id)
+        task_statuses = []
+        for tid in tasks:
+            st = self.statuses.get_task(tid) or Status(name, tid.task, State.UNASSIGNED,
+                                                       self.worker_id)
+            task_statuses.append(st)
+        return ConnectorStateInfo(name, conn, task_statuses, self.kind(config))
+
+    def info(self, name: str, config: dict[str, str], tasks: list[ConnectorTaskId]) -> ConnectorInfo:
+        return ConnectorInfo(name, dict(config), list(tasks), self.kind(config))
+
+    def task_infos(self, task_configs: dict[ConnectorTaskId, dict[str, str]]) -> list[TaskInfo]:
+        return [TaskInfo(t, dict(c)) for t, c in sorted(task_configs.items())]
+
+    def connector_active_topics(self, name: str) -> list[str]:
+        self.connector_config(name)
+        return self.statuses.topics(name)
+
+    def reset_connector_active_topics(self, name: str) -> None:
+        self.connector_config(name)
+        self.statuses.delete_topics(name)
+
+    def task_status(self, task: ConnectorTaskId) -> Status:
+        config = self.connector_config(task.connector)
+        del config
+        st = self.statuses.get_task(task)
+        if st is None:
+            raise NotFoundException(f"No status found for task {task}")
+        return st
+
+    # ---- sink offsets: the connector's consumer group ---------------------------------------
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.config.bootstrap, "log_level": 3})
+        return self._admin
+
+    def sink_group(self, name: str, config: dict[str, str]) -> str:
+        return config.get("consumer.override.group.id") or f"connect-{name}"
+
+    def sink_offsets(self, name: str, config: dict[str, str]) -> ConnectorOffsets:
+        group = self.sink_group(name, config)
+        fut = self.admin().list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+        try:
+            res = fut[group].result(timeout=30)
+        except KafkaException as e:
+            raise ConnectException(f"Failed to retrieve consumer group offsets for sink "
+                                   f"connector {name}: {e}") from None
+        out = []
+        for tp in sorted(res.topic_partitions or [], key=lambda t: (t.topic, t.partition)):
+            if tp.offset is None or tp.offset < 0:
+                continue
+            out.append({"partition": {"kafka_topic": tp.topic, "kafka_partition": tp.partition},
+                        "offset": {"kafka_offset": tp.offset}})
+        return ConnectorOffsets(out)
+
+    def alter_sink_offsets(self, name: str, config: dict[str, str],
+                           offsets: list[dict[str, Any]] | None) -> str:
+        """PATCH (offsets) or DELETE (None) of a sink connector's committed offsets."""
+        group = self.sink_group(name, config)
+        if offsets is None:
+            fut = self.admin().delete_consumer_groups([group], request_timeout=30)
+            try:
+                fut[group].result(timeout=30)
+            except KafkaException as e:
+                if "GROUP_ID_NOT_FOUND" not in str(e):
+                    raise ConnectException(f"Failed to reset offsets of sink connector {name}: "
+                                           f"{e}") from None
+            return "The offsets for this connector have been reset successfully"
+        tps = []
+        deletes = []
+        for entry in offsets:
+            part = entry.get("partition") or {}
+            topic, partition = part.get("kafka_topic"), part.get("kafka_partition")
+            if not isinstance(topic, str) or not isinstance(partition, int) or \
+                    isinstance(partition, bool):
+                raise BadRequestException("Partitions for sink connectors must contain the keys "
+                                          "'kafka_topic' (a string) and 'kafka_partition' (an "
+                                          "integer)")
+            off = entry.get("offset")
+            if off is None:
+                deletes.append(KafkaTP(topic, partition))
+                continue
+            value = off.get("kafka_offset") if isinstance(off, dict) else None
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise BadRequestException("Offsets for sink connectors must contain the key "
+                                          "'kafka_offset' with a non-negative integer")
+            tps.append(KafkaTP(topic, partition, value))
+        if tps:
+            fut = self.admin().alter_consumer_group_offsets(
+                [ConsumerGroupTopicPartitions(group, tps)])
+            try:
+                fut[group].result(timeout=30)
+            except KafkaException as e:
+                raise ConnectException(f"Failed to alter consumer group offsets for sink "
+                                       f"connector {name}: {e}") from None
+        if deletes:
+            from .offset_delete import delete_group_offsets
+            delete_group_offsets(self.config.bootstrap, group, deletes)
+        return "The offsets for this connector have been altered successfully"
+
+    def require_stopped(self, name: str, target: TargetState) -> None:
+        if target is not TargetState.STOPPED:
+            raise BadRequestException(f"Connectors must be in the STOPPED state before their "
+                                      f"offsets can be modified. This can be done for the "
+                                      f"specified connector by issuing a 'PUT' request to the "
+                                      f"'/connectors/{name}/stop' endpoint")
+
+
+def wait_for(predicate: Any, timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return bool(predicate())

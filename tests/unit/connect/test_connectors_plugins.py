@@ -1,0 +1,37 @@
+"""The built-in connectors are found by Kafka's class names and aliases, with the right kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from samsa.connect.api import SinkConnector, SourceConnector
+from samsa.connect.connectors import PLUGINS
+from samsa.connect.plugins import Plugins, PluginType
+
+EXPECTED = {
+    "org.apache.kafka.connect.file.FileStreamSourceConnector": PluginType.SOURCE,
+    "org.apache.kafka.connect.file.FileStreamSinkConnector": PluginType.SINK,
+    "org.apache.kafka.connect.tools.VerifiableSourceConnector": PluginType.SOURCE,
+    "org.apache.kafka.connect.tools.VerifiableSinkConnector": PluginType.SINK,
+    "io.confluent.kafka.connect.datagen.DatagenConnector": PluginType.SOURCE,
+}
+
+
+def test_table_names_every_builtin() -> None:
+    assert set(PLUGINS) == set(EXPECTED)
+
+
+@pytest.mark.parametrize(("name", "kind"), sorted(EXPECTED.items()))
+def test_found_by_class_name_and_aliases(name: str, kind: PluginType) -> None:
+    plugins = Plugins()
+    desc = plugins.find(name)
+    assert desc.kind is kind
+    simple = name.rsplit(".", 1)[-1]
+    assert plugins.find(simple).name == name
+    assert plugins.find(simple.removesuffix("Connector")).name == name
+    cls = desc.load()
+    base = SourceConnector if kind is PluginType.SOURCE else SinkConnector
+    assert issubclass(cls, base)
+    connector = cls()
+    assert connector.version() and connector.config().names()
+    assert issubclass(connector.task_class(), object)
