@@ -13,6 +13,7 @@ import pytest
 from samsa.connect.runtime.group.member import MemberConfig, WorkerGroupMember
 from samsa.connect.runtime.group.protocol import CONFIG_MISMATCH, Assignment
 from samsa.connect.runtime.status import ConnectorTaskId as T
+from samsa.connect.runtime.worker_config import WorkerConfig
 from samsa.testing import free_port
 
 
@@ -34,6 +35,16 @@ class Recorder:
 
 
 def test_config_from_worker_properties() -> None:
+    wc = WorkerConfig({"group.id": "connect-cluster", "bootstrap.servers": "a:1,b:2",
+                       "config.storage.topic": "c", "offset.storage.topic": "o",
+                       "status.storage.topic": "s", "session.timeout.ms": "7000",
+                       "connect.protocol": "eager", "key.converter": "x",
+                       "value.converter": "x"}, distributed=True)
+    cfg = MemberConfig.from_worker_config(wc, None)
+    assert (cfg.group_id, cfg.session_timeout_ms, cfg.heartbeat_interval_ms) == \
+        ("connect-cluster", 7000, 3000)
+    assert cfg.servers() == [("a", 1), ("b", 2)]
+    assert cfg.connect_protocol == "compatible"  # never eager (docs/compatibility.md)
     cfg = MemberConfig.from_worker_config({"group.id": "connect-cluster",
                                            "bootstrap.servers": "PLAINTEXT://a:9092, b:9093",
                                            "heartbeat.interval.ms": "1000"})
@@ -103,3 +114,17 @@ async def _unreachable() -> None:
     assert rec.calls[0] == ("revoked", (("a",), (T("a", 0),)))
     assert m.assignment is None
     assert len([c for c in rec.calls if c[0] == "revoked"]) == 1  # once, not per attempt
+
+
+def test_own_thread_start_and_stop() -> None:
+    """A herder without a loop: start() runs the member on a thread of its own, stop() ends it
+    (here with no coordinator to reach, so it is still looking when stopped)."""
+    rec = Recorder()
+    m = WorkerGroupMember(MemberConfig("g", f"127.0.0.1:{free_port()}",
+                                       heartbeat_interval_ms=100, retry_backoff_ms=20), rec)
+    runner = m.start()
+    assert runner.is_alive()  # type: ignore[union-attr]
+    m.request_rejoin()  # from another thread than the member's: must not break anything
+    m.stop(timeout_s=10)
+    assert not runner.is_alive()  # type: ignore[union-attr]
+    assert m.error is None

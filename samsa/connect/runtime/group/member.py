@@ -30,6 +30,7 @@ from samsa.cluster.channel import ChannelError, NodeChannel
 from ..status import ConnectorTaskId
 from .assignor import DEFAULT_MAX_DELAY_MS, AssignorState, GroupAssignment, assign
 from .protocol import (
+    COMPATIBLE,
     PROTOCOL_TYPE,
     PROTOCOL_VERSIONS,
     SESSIONED,
@@ -99,21 +100,35 @@ class MemberConfig:
     client_id: str = "samsa-connect"
 
     @classmethod
-    def from_worker_config(cls, props: Mapping[str, Any]) -> MemberConfig:
-        """From a distributed worker's properties (`group.id`, `bootstrap.servers`, ...)."""
-        def num(key: str, default: int) -> int:
-            return int(props.get(key, default))
-        return cls(group_id=str(props["group.id"]),
-                   bootstrap_servers=str(props.get("bootstrap.servers", "localhost:9092")),
-                   session_timeout_ms=num("session.timeout.ms", 10_000),
-                   rebalance_timeout_ms=num("rebalance.timeout.ms", 60_000),
-                   heartbeat_interval_ms=num("heartbeat.interval.ms", 3_000),
-                   scheduled_rebalance_max_delay_ms=num("scheduled.rebalance.max.delay.ms",
-                                                        DEFAULT_MAX_DELAY_MS),
-                   connect_protocol=str(props.get("connect.protocol", SESSIONED)),
-                   request_timeout_ms=num("request.timeout.ms", 40_000),
-                   retry_backoff_ms=num("retry.backoff.ms", 100),
-                   client_id=str(props.get("client.id", "samsa-connect")))
+    def from_worker_config(cls, config: Any, group_id: str | None = None) -> MemberConfig:
+        """From a distributed worker's config: a WorkerConfig (typed values) or a mapping of
+        properties (`group.id`, `bootstrap.servers`, `session.timeout.ms`, ...)."""
+        def val(key: str, default: Any) -> Any:
+            try:
+                v = config.get(key)
+            except Exception:  # a ConfigDef without that key
+                v = None
+            return default if v is None else v
+
+        servers = val("bootstrap.servers", "localhost:9092")
+        if isinstance(servers, list | tuple):
+            servers = ",".join(str(x) for x in servers)
+        protocol = str(val("connect.protocol", SESSIONED))
+        if protocol == "eager":
+            log.warning("connect.protocol=eager: Samsa workers rebalance cooperatively; "
+                        "using %s", COMPATIBLE)
+            protocol = COMPATIBLE
+        return cls(group_id=str(group_id if group_id is not None else val("group.id", "")),
+                   bootstrap_servers=str(servers),
+                   session_timeout_ms=int(val("session.timeout.ms", 10_000)),
+                   rebalance_timeout_ms=int(val("rebalance.timeout.ms", 60_000)),
+                   heartbeat_interval_ms=int(val("heartbeat.interval.ms", 3_000)),
+                   scheduled_rebalance_max_delay_ms=int(val("scheduled.rebalance.max.delay.ms",
+                                                            DEFAULT_MAX_DELAY_MS)),
+                   connect_protocol=protocol,
+                   request_timeout_ms=int(val("request.timeout.ms", 40_000)),
+                   retry_backoff_ms=int(val("retry.backoff.ms", 100)),
+                   client_id=str(val("client.id", "samsa-connect")))
 
     def servers(self) -> list[tuple[str, int]]:
         out = []
@@ -160,6 +175,15 @@ class WorkerGroupMember:
         self._thread: int | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._runner: threading.Thread | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._leave_on_stop = True
+        self.error: BaseException | None = None  # why a member run in its own thread ended
+
+    @classmethod
+    def from_worker_config(cls, config: Any, group_id: str | None,
+                           listener: GroupListener) -> WorkerGroupMember:
+        return cls(MemberConfig.from_worker_config(config, group_id), listener)
 
     def __repr__(self) -> str:
         return f"WorkerGroupMember({self.config.group_id}, {self.member_id or '-'}, " \
@@ -199,11 +223,57 @@ class WorkerGroupMember:
 
     # ---- driving ------------------------------------------------------------------------
 
-    def start(self) -> asyncio.Task[None]:
-        """Run `run_forever` as a task of the running loop."""
+    def start(self) -> asyncio.Task[None] | threading.Thread:
+        """Run `run_forever`: as a task of the running loop when called on one, else on a loop
+        of its own in a daemon thread (stop it with `stop()`)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._runner is None:
+                self._runner = threading.Thread(target=self._thread_main, daemon=True,
+                                                name=f"connect-group-{self.config.group_id}")
+                self._runner.start()
+            return self._runner
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self.run_forever())
         return self._task
+
+    def stop(self, leave: bool = True, timeout_s: float = 30.0) -> None:
+        """Close a member that `start()` runs in its own thread, from any other thread."""
+        runner = self._runner
+        if runner is None:
+            return
+        self._leave_on_stop = leave
+        deadline = time.monotonic() + timeout_s
+        while self._stop_requested is None and runner.is_alive() and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)  # the thread has not reached its loop yet
+        stop = self._stop_requested
+        loop = self._loop
+        if stop is not None and loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(stop.set)
+        runner.join(max(0.0, deadline - time.monotonic()))
+
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self._own_loop())
+        except BaseException as e:  # noqa: BLE001 - the thread reports, never raises
+            self.error = e
+            log.exception("%r: the group member stopped", self)
+
+    async def _own_loop(self) -> None:
+        self._loop, self._thread = asyncio.get_running_loop(), threading.get_ident()
+        self._stop_requested = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self.run_forever())
+        stop_wait = asyncio.get_running_loop().create_task(self._stop_requested.wait())
+        await asyncio.wait({self._task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        stop_wait.cancel()
+        failed = self._task.exception() if self._task.done() and \
+            not self._task.cancelled() else None
+        await self.close(self._leave_on_stop)
+        if failed is not None:
+            raise failed
 
     async def run_forever(self) -> None:
         while not self._closed:
