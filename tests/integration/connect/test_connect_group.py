@@ -114,7 +114,7 @@ async def _three_members(broker: SamsaBroker) -> None:
         def settled() -> bool:
             gens = {m.generation for m in members}
             return len(gens) == 1 and spread_ok(herders) and \
-                not any(m._rejoin_needed for m in members)
+                not any(m.rejoin_needed for m in members)
         await wait_for(settled, "three members to settle on one balanced spread")
         leaders = {m.assignment.leader for m in members if m.assignment is not None}
         assert len(leaders) == 1

@@ -196,6 +196,11 @@ class WorkerGroupMember:
         return bool(self.member_id) and self.leader_id == self.member_id
 
     @property
+    def rejoin_needed(self) -> bool:
+        """True until the member has (re)joined the current generation."""
+        return self._rejoin_needed
+
+    @property
     def leader_url(self) -> str | None:
         return self.assignment.leader_url if self.assignment is not None else None
 
