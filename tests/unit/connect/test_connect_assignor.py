@@ -103,14 +103,26 @@ def test_missing_trailing_fields_read_as_defaults() -> None:
 
 
 def test_truncated_input_raises_clearly() -> None:
-    for data in (encode_assignment(FULL), encode_metadata(WorkerState("u", 1, FULL), 2)):
-        decode = decode_assignment if data == encode_assignment(FULL) else decode_metadata
-        # every cut that ends inside a required field or inside an array must fail cleanly
-        for cut in range(0, len(data)):
-            try:
-                decode(data[:cut])
-            except ConnectProtocolError as e:
-                assert "malformed" in str(e) or "version" in str(e)
+    data = encode_assignment(FULL)
+    required = 2 + 2 + 2 + len(FULL.leader) + 2 + len(FULL.leader_url) + 8
+    refused = 0
+    for cut in range(len(data)):
+        try:
+            a = decode_assignment(data[:cut])
+        except ConnectProtocolError as e:
+            assert "malformed" in str(e)
+            refused += 1
+            continue
+        # only a cut between the optional trailing fields decodes (Kafka reads defaults)
+        assert cut >= required and a.config_offset == FULL.config_offset
+    assert refused >= required
+    meta = encode_metadata(WorkerState("u", 1, FULL), 2)
+    for cut in range(len(meta)):
+        if cut == 2 + 3 + 8:
+            assert decode_metadata(meta[:cut]).assignment is None  # no allocation field at all
+            continue
+        with pytest.raises(ConnectProtocolError):
+            decode_metadata(meta[:cut])
 
 
 def test_garbage_raises_and_never_allocates_huge() -> None:
