@@ -140,6 +140,7 @@ class ConnectRestApp:
             Route(c + "/resume", self.resume, methods=["PUT"]),
             Route(c + "/stop", self.stop, methods=["PUT"]),
             Route(c + "/tasks", self.task_configs, methods=["GET"]),
+            Route(c + "/tasks", self.put_task_configs, methods=["POST"]),
             Route(c + "/tasks/{task:int}/status", self.task_status, methods=["GET"]),
             Route(c + "/tasks/{task:int}/restart", self.restart_task, methods=["POST"]),
             Route(c + "/offsets", self.get_offsets, methods=["GET"]),
@@ -394,6 +395,20 @@ class ConnectRestApp:
     async def task_configs(self, request: Request) -> Response:
         tasks = await self._call(self.herder.task_configs, self._name(request))
         return json_response([t.to_json() for t in tasks])
+
+    @endpoint
+    async def put_task_configs(self, request: Request) -> Response:
+        """Internal (distributed mode): the worker running a connector hands its task configs to
+        the leader, which writes them to the config topic (Kafka's POST .../tasks)."""
+        body = await self._body(request)
+        if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
+            raise RestError(400, "Task configs must be a JSON array of objects")
+        put = getattr(self.herder, "put_task_configs", None)
+        if put is None:
+            raise RestError(404, "This worker takes no task configs (standalone mode)")
+        await self._call(put, self._name(request),
+                         [{str(k): str(v) for k, v in c.items()} for c in body])
+        return Response(status_code=204)
 
     @endpoint
     async def task_status(self, request: Request) -> Response:

@@ -5,9 +5,8 @@ consumer group) — the parts that do not depend on where configs live."""
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTP
@@ -17,6 +16,7 @@ from ..errors import BadRequestException, ConnectException, NotFoundException
 from ..plugins import Plugins
 from .herder import ConnectorInfo, ConnectorOffsets, ConnectorStateInfo, Herder, TaskInfo
 from .status import ConnectorTaskId, State, Status, TargetState
+from .stores.status_store import StatusBackingStore
 from .validation import raise_if_invalid, validate_connector_config
 from .worker import Worker, connector_kind
 from .worker_config import WorkerConfig
@@ -24,77 +24,9 @@ from .worker_config import WorkerConfig
 log = logging.getLogger("samsa.connect.herder")
 
 
-class StatusStore(Protocol):
-    def put(self, status: Status) -> None: ...
-
-    def get(self, connector: str) -> Status | None: ...
-
-    def get_task(self, task: ConnectorTaskId) -> Status | None: ...
-
-    def get_all(self, connector: str) -> list[Status]: ...
-
-    def delete(self, connector: str) -> None: ...
-
-    def put_topic(self, connector: str, task: int, topic: str) -> None: ...
-
-    def topics(self, connector: str) -> list[str]: ...
-
-    def delete_topics(self, connector: str) -> None: ...
-
-
-class MemoryStatusStore:
-    """Statuses of a standalone worker (nothing outlives the process, as Kafka's
-    MemoryStatusBackingStore)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connectors: dict[str, Status] = {}
-        self._tasks: dict[ConnectorTaskId, Status] = {}
-        self._topics: dict[str, set[str]] = {}
-
-    def put(self, status: Status) -> None:
-        with self._lock:
-            if status.task is None:
-                self._connectors[status.connector] = status
-            else:
-                tid = ConnectorTaskId(status.connector, status.task)
-                if status.state is State.DESTROYED:
-                    self._tasks.pop(tid, None)
-                else:
-                    self._tasks[tid] = status
-
-    def get(self, connector: str) -> Status | None:
-        return self._connectors.get(connector)
-
-    def get_task(self, task: ConnectorTaskId) -> Status | None:
-        return self._tasks.get(task)
-
-    def get_all(self, connector: str) -> list[Status]:
-        with self._lock:
-            return [s for t, s in sorted(self._tasks.items()) if t.connector == connector]
-
-    def delete(self, connector: str) -> None:
-        with self._lock:
-            self._connectors.pop(connector, None)
-            for t in [t for t in self._tasks if t.connector == connector]:
-                del self._tasks[t]
-            self._topics.pop(connector, None)
-
-    def put_topic(self, connector: str, task: int, topic: str) -> None:
-        with self._lock:
-            self._topics.setdefault(connector, set()).add(topic)
-
-    def topics(self, connector: str) -> list[str]:
-        return sorted(self._topics.get(connector, ()))
-
-    def delete_topics(self, connector: str) -> None:
-        with self._lock:
-            self._topics.pop(connector, None)
-
-
 class AbstractHerder(Herder):
     def __init__(self, config: WorkerConfig, plugins: Plugins, worker_id: str,
-                 statuses: StatusStore, kafka_cluster_id: str) -> None:
+                 statuses: StatusBackingStore, kafka_cluster_id: str) -> None:
         self.config = config
         self.plugins = plugins
         self.worker_id = worker_id
