@@ -358,6 +358,16 @@ class DistributedHerder(AbstractHerder):
             for t in todo:
                 self._start_task(t)
 
+    def health_check(self) -> None:
+        """KIP-1017's /health: healthy once this worker has joined the group and its herder
+        thread answers."""
+        if self.member is None or getattr(self.member, "assignment", None) is None:
+            raise ConflictException("Worker is still joining the group")
+        done = threading.Event()
+        self.enqueue(done.set)
+        if not done.wait(10):
+            raise ConflictException("The herder thread is busy")
+
     # ---- REST operations -----------------------------------------------------------------------
     def _require_leader(self, what: str) -> None:
         if not self.is_leader:
