@@ -5,6 +5,7 @@ consumer group) — the parts that do not depend on where configs live."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -22,6 +23,8 @@ from .worker import Worker, connector_kind
 from .worker_config import WorkerConfig
 
 log = logging.getLogger("samsa.connect.herder")
+AUTO_RESTART_FIRST_S = 1.0
+AUTO_RESTART_RESET_S = 60.0
 
 
 class AbstractHerder(Herder):
@@ -33,6 +36,8 @@ class AbstractHerder(Herder):
         self.statuses = statuses
         self.kafka_cluster_id = kafka_cluster_id
         self.generation = 0
+        self._failures: dict[ConnectorTaskId, int] = {}
+        self._running_since: dict[ConnectorTaskId, float] = {}
         self.worker: Worker
         self._admin: AdminClient | None = None
 
@@ -43,6 +48,48 @@ class AbstractHerder(Herder):
     def task_state(self, task: ConnectorTaskId, state: State, trace: str | None = None) -> None:
         self.statuses.put(Status(task.connector, task.task, state, self.worker_id, trace,
                                  self.generation))
+        if state is State.FAILED:
+            self._maybe_auto_restart(task)
+        elif state is State.RUNNING:
+            self._running_since[task] = time.monotonic()
+
+    # ---- automatic restarts of failed tasks (a Samsa extension, off by default) ----------
+    def _restart_policy(self, connector: str) -> tuple[bool, float]:
+        """(enabled, max back-off s): the connector's errors.restart.* or the worker's."""
+        try:
+            cfg = self.connector_config(connector)
+        except ConnectException:
+            return False, 0.0
+        enabled = cfg.get("errors.restart.enable",
+                          str(self.config.get("errors.restart.enable")).lower()).lower() == "true"
+        max_ms = int(cfg.get("errors.restart.max.backoff.ms",
+                             self.config.get("errors.restart.max.backoff.ms")))
+        return enabled, max(0.1, max_ms / 1000)
+
+    def _maybe_auto_restart(self, task: ConnectorTaskId) -> None:
+        enabled, max_s = self._restart_policy(task.connector)
+        if not enabled:
+            return
+        # back-off doubles from 1 s per failure in a row, reset by a run of over a minute
+        since = self._running_since.get(task)
+        if since is not None and time.monotonic() - since > AUTO_RESTART_RESET_S:
+            self._failures[task] = 0
+        n = self._failures.get(task, 0)
+        self._failures[task] = n + 1
+        delay = min(max_s, AUTO_RESTART_FIRST_S * (2 ** n))
+        log.info("task %s failed; restarting it in %.1fs (errors.restart.enable)", task, delay)
+        timer = threading.Timer(delay, self._auto_restart, args=(task,))
+        timer.daemon = True
+        timer.start()
+
+    def _auto_restart(self, task: ConnectorTaskId) -> None:
+        st = self.statuses.get_task(task)
+        if st is None or st.state is not State.FAILED or st.worker_id != self.worker_id:
+            return  # restarted by hand, moved or deleted meanwhile
+        try:
+            self.restart_task(task)
+        except ConnectException as e:
+            log.warning("automatic restart of %s: %s", task, e)
 
     def topic_used(self, connector: str, task: int, topic: str) -> None:
         self.statuses.put_topic(connector, task, topic)

@@ -108,6 +108,24 @@ def test_failing_task_has_trace_and_worker_keeps_running(broker: SamsaBroker, tm
         assert w.status("fails")["tasks"][0]["state"] == "FAILED"
 
 
+@pytest.mark.slow
+def test_failed_task_restarts_itself_when_enabled(broker: SamsaBroker, tmp_path: Path) -> None:
+    """errors.restart.enable (a Samsa extension): a FAILED task is restarted with back-off
+    without anyone asking; each run writes two records before failing again."""
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS}) as w:
+        resp = w.create("phoenix", {"connector.class": "FailingSourceConnector",
+                                    "topic": "phoenix-out", "fail.after": "2",
+                                    "errors.restart.enable": "true",
+                                    "errors.restart.max.backoff.ms": "1000"})
+        assert resp.status_code == 201, resp.text
+        assert count_records(broker.bootstrap, "phoenix-out", 6, timeout=60) >= 6
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS},
+                       name="w2") as w:  # off by default: one run only
+        assert w.create("once", {"connector.class": "FailingSourceConnector",
+                                 "topic": "once-out", "fail.after": "2"}).status_code == 201
+        assert count_records(broker.bootstrap, "once-out", 4, timeout=8) == 2
+
+
 def count_records(bootstrap: str, topic: str, want: int, timeout: float = 30.0) -> int:
     """Records in the topic, read until `want` arrived or the timeout passed (and a little more,
     so that more than `want` would be seen)."""
