@@ -118,6 +118,10 @@ class OffsetBackingStore(ABC):
             callback: OffsetCallback | None = None) -> Future[None]:
         """Write the offsets (None: reset); the future (and callback) completes when durable."""
 
+    def refresh(self) -> None:
+        """Bring the view up to date (the Kafka store reads its topic to the end)."""
+        self._refresh()
+
     def _refresh(self) -> None:  # noqa: B027 - optional hook
         """Bring the view up to date before a read (the Kafka store reads to the end)."""
 
