@@ -287,3 +287,40 @@ def test_samsa_cli_against_the_worker(http: httpx.Client, worker: ConnectWorker,
     assert samsa("delete", "cli-src").returncode == 0
     r = samsa("status", "cli-src")
     assert r.returncode == 1 and "cli-src" in r.stderr and "not found" in r.stderr
+
+
+def test_distributed_any_worker_serves_writes(broker: SamsaBroker, tmp_path: Path) -> None:
+    """Two distributed workers: writes sent to either one succeed (the follower's are forwarded to
+    the leader, Kafka's `forward` rule), with the same status codes and bodies."""
+    src = tmp_path / "in.txt"
+    src.write_text("d\n")
+    ws = [ConnectWorker(broker.bootstrap, tmp_path, distributed=True, group_id="rest-conf",
+                        name=f"rest-w{i}") for i in range(2)]
+    try:
+        for w in ws:
+            w.start()
+        wait_for(lambda: all(w.http.get("/health").status_code == 200 for w in ws), 60)
+        for i, w in enumerate(ws):
+            name = f"dist-{i}"
+            resp = w.create(name, source_config(src, "rest-dist"))
+            assert resp.status_code == 201, resp.text
+            assert resp.json()["name"] == name and resp.json()["type"] == "source"
+            assert_error(w.create(name, source_config(src, "rest-dist")), 409, "already exists")
+        for w in ws:
+            wait_for(lambda w=w: sorted(w.http.get("/connectors").json()) == ["dist-0", "dist-1"], 30)
+        for i, w in enumerate(ws):
+            name = f"dist-{1 - i}"  # each worker changes the connector the other one created
+            resp = w.http.put(f"/connectors/{name}/config",
+                              json=source_config(src, "rest-dist", **{"batch.size": "9"}))
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["config"]["batch.size"] == "9"
+            ws[i].wait_state(name, "RUNNING", tasks=1)
+            assert w.http.post(f"/connectors/{name}/restart").status_code == 204
+            resp = w.http.delete(f"/connectors/{name}")
+            assert resp.status_code == 204, resp.text
+        for w in ws:
+            wait_for(lambda w=w: w.http.get("/connectors").json() == [], 30)
+    finally:
+        for w in ws:
+            w.stop()
+            w.http.close()
