@@ -571,3 +571,14 @@ def test_bad_bodies_get_connect_error_bodies_on_every_route(client: TestClient,
     assert not [r for r in caplog.records if r.name == "samsa.connect.rest" and r.exc_info], \
         "a bad body is the client's error: no uncaught-exception trace in the worker's log"
     logging.getLogger("samsa.resttest.bad").setLevel(logging.NOTSET)
+
+
+def test_internal_task_configs_post(client: TestClient, herder: MemoryHerder) -> None:
+    """POST /connectors/{name}/tasks (distributed mode's worker -> leader hand-off)."""
+    assert_error(client.post("/connectors/c/tasks", json=[{"a": "1"}]), 404, "standalone")
+    got: list[tuple[str, list[dict[str, str]]]] = []
+    herder.put_task_configs = lambda name, configs: got.append((name, configs))  # type: ignore[attr-defined]
+    resp = client.post("/connectors/c/tasks", json=[{"a": 1}, {"b": "x"}])
+    assert resp.status_code == 204
+    assert got == [("c", [{"a": "1"}, {"b": "x"}])]
+    assert_error(client.post("/connectors/c/tasks", json={"a": "1"}), 400)
