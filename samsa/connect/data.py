@@ -180,7 +180,8 @@ def decimal_to_bytes(schema: Schema, value: decimal.Decimal) -> bytes:
     unscaled = int(value.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP))
     if value.as_tuple().exponent != -scale and value.scaleb(scale) != unscaled:
         raise DataException(f"decimal {value} does not have scale {scale}")
-    length = max(1, (unscaled.bit_length() + 8) // 8)
+    bits = (~unscaled if unscaled < 0 else unscaled).bit_length()  # Java's BigInteger.bitLength
+    length = bits // 8 + 1
     return unscaled.to_bytes(length, "big", signed=True)
 
 

@@ -7,25 +7,23 @@ forwarding a write to the leader)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
+from ..kafka_util import create_compacted_topic, watermark
 from . import errors
 from .state import RegistryState
 
 log = logging.getLogger("samsa.registry.store")
 
-TOPIC_CONFIG = {"cleanup.policy": "compact"}
 # Confluent's kafkastore.topic.replication.factor: the topic gets the smaller of this and the
 # number of brokers, so `_schemas` survives a broker's loss on a cluster (a leader change)
 REPLICATION_FACTOR = 3
-END_OFFSET_ATTEMPT_S = 2.0
 
 
 class KafkaStore:
@@ -77,27 +75,11 @@ class KafkaStore:
 
     def _ensure_topic(self) -> None:
         admin = AdminClient(self._base)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                rf = self._replication(admin)
-                fut = admin.create_topics([NewTopic(self.topic, 1, rf, config=TOPIC_CONFIG)],
-                                          operation_timeout=10)[self.topic]
-                fut.result(timeout=10)
-                log.info("created %s (compacted, replication factor %d)", self.topic, rf)
-                return
-            except KafkaException as e:
-                err = e.args[0] if e.args else None
-                if isinstance(err, KafkaError) and err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    return
-                if time.monotonic() > deadline:
-                    raise errors.store_error(f"cannot create {self.topic}: {e}") from None
-                time.sleep(0.5)
-
-    def _replication(self, admin: AdminClient) -> int:
-        """The configured replication factor capped by the brokers the cluster has."""
-        brokers = len(admin.list_topics(timeout=10).brokers)  # KafkaException: retried
-        return max(1, min(self.replication_factor, brokers))
+        try:
+            create_compacted_topic(admin, self.topic, 1, self.replication_factor,
+                                   timeout_s=self.timeout_s)
+        except KafkaException as e:
+            raise errors.store_error(f"cannot create {self.topic}: {e}") from None
 
     # ---- reading ------------------------------------------------------------------------
     def _run(self) -> None:
@@ -133,24 +115,13 @@ class KafkaStore:
                         self.state.changed.notify_all()
 
     def end_offset(self) -> int:
-        """The topic's log end, asked in short attempts with a metadata refresh between two: a
-        ListOffsets that librdkafka queued for a leader that died waits for that broker, since
-        the client never looks for the new leader of a partition it does not fetch."""
+        """The topic's log end (kafka_util.watermark: robust to a leader change)."""
         assert self._wm is not None
-        tp = TopicPartition(self.topic, 0)
-        deadline = time.monotonic() + self.timeout_s
         with self._wm_lock:
-            while True:
-                attempt = max(0.1, min(END_OFFSET_ATTEMPT_S, deadline - time.monotonic()))
-                try:
-                    _, high = self._wm.get_watermark_offsets(tp, timeout=attempt, cached=False)
-                    return int(high)
-                except KafkaException as e:
-                    if time.monotonic() >= deadline:
-                        raise errors.store_timeout(
-                            f"cannot read the end of {self.topic}: {e}") from None
-                with contextlib.suppress(KafkaException):
-                    self._wm.list_topics(self.topic, timeout=attempt)  # learn the new leader
+            try:
+                return watermark(self._wm, TopicPartition(self.topic, 0), self.timeout_s)[1]
+            except KafkaException as e:
+                raise errors.store_timeout(f"cannot read the end of {self.topic}: {e}") from None
 
     def wait_read(self, upto: int) -> None:
         with self.state.changed:

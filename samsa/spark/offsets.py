@@ -5,12 +5,12 @@ Offset maps are dicts keyed by "topic/partition" (string keys: Spark round-trips
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from .. import kafka_util
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, key, split_key
 
 TIMEOUT_S = 30.0
@@ -55,20 +55,8 @@ def partitions(c: Consumer, sub: Subscription) -> list[str]:
 
 
 def watermark(c: Consumer, tp: TopicPartition, timeout_s: float = TIMEOUT_S) -> tuple[int, int]:
-    """(earliest, latest) of one partition, asked in short attempts with a metadata refresh
-    between two: librdkafka sends the query to the leader its metadata names and waits for that
-    broker, so after a leader change (a kill -9) a single call would wait out the whole timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        attempt = max(0.1, min(ATTEMPT_S, deadline - time.monotonic()))
-        try:
-            lo, hi = c.get_watermark_offsets(tp, timeout=attempt, cached=False)
-            return int(lo), int(hi)
-        except KafkaException:
-            if time.monotonic() >= deadline:
-                raise
-        with suppress(KafkaException):
-            c.list_topics(tp.topic, timeout=attempt)  # learn the partition's current leader
+    """(earliest, latest) of one partition, robust to a leader change (kafka_util.watermark)."""
+    return kafka_util.watermark(c, tp, timeout_s, ATTEMPT_S)
 
 
 def watermarks(c: Consumer, keys: Iterable[str]) -> dict[str, tuple[int, int]]:

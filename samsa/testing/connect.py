@@ -90,9 +90,10 @@ class ConnectWorker:
                            f"{self.log_path.read_text()[-4000:]}")
 
     def _ready(self) -> bool:
-        """The herder answers (the REST server starts before it)."""
+        """The herder answers (the REST server starts before it) and, distributed, has joined
+        the group (KIP-1017's /health)."""
         try:
-            return self.http.get("/connectors", timeout=2.0).status_code == 200
+            return self.http.get("/health", timeout=12.0).status_code == 200
         except httpx.HTTPError:
             return False
 

@@ -117,8 +117,15 @@ class IdempotentProducers:
                 # refreshes its metadata) within the fault's liveness window. When messages time
                 # out librdkafka bumps the producer epoch and re-sends batches that may have been
                 # written (confluentinc/librdkafka#4953): the checker counts such cross-epoch
-                # copies apart from duplicates within an epoch
-                "linger.ms": 5, "message.timeout.ms": 60000, "client.id": f"{self.tag}-{i}",
+                # copies apart from duplicates within an epoch.
+                # socket.timeout.ms 10 s (librdkafka: 60 s): a SIGSTOPped leader keeps its TCP
+                # connections open, so in-flight Produce requests to it only fail at this
+                # client-side timeout, and an idempotent producer cannot move a partition to the
+                # new leader before they do. With the default, a frozen broker that led every
+                # partition stalled all producers for the whole 60 s liveness window (soak seed
+                # 20261124, fault 42) although the cluster had elected new leaders in seconds
+                "linger.ms": 5, "message.timeout.ms": 60000, "socket.timeout.ms": 10000,
+                "client.id": f"{self.tag}-{i}",
                 **_quiet_conf("eos"), **self.conf}
         p = Producer(conf)
         seq = 0
@@ -195,7 +202,7 @@ class TxnWriter:
     def _producer(self) -> Producer:
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"{self.tag}-txn",
                       "transaction.timeout.ms": 60000, "message.timeout.ms": 30000,
-                      **_quiet_conf(), **self.conf})
+                      "socket.timeout.ms": 10000, **_quiet_conf(), **self.conf})
         p.init_transactions(60)
         return p
 

@@ -9,7 +9,8 @@ nothing acknowledged lost or duplicated, ISR replicas byte-identical up to the h
 reader offsets never backwards, no aborted value read committed, no group offset regression.
 
 SAMSA_SOAK_FAULTS=<n> runs n faults instead of the normal schedule (10 kills, 5 SIGSTOPs,
-5 isolations, a one-way cut and a slowed network); SAMSA_FAULTS_SEED picks the seed (printed on
+5 isolations, a one-way cut and a slowed network), drawn from SAMSA_SOAK_KINDS (default
+kill9,kill9,sigstop,isolate,one_way,delay); SAMSA_FAULTS_SEED picks the seed (printed on
 failure); SAMSA_FAULTS_RF=1 runs the harness on unreplicated topics (a check of the harness itself,
 with no isolation assertion).
 """
@@ -291,7 +292,8 @@ def layouts(c: SamsaCluster) -> str:
 def schedule(rng: random.Random) -> list[str]:
     soak = int(os.environ.get("SAMSA_SOAK_FAULTS", "0"))
     if soak > 0:
-        kinds = ["kill9", "kill9", "sigstop", "isolate", "one_way", "delay"]
+        kinds = os.environ.get("SAMSA_SOAK_KINDS", "kill9,kill9,sigstop,isolate,one_way,delay")
+        kinds = [k.strip() for k in kinds.split(",") if k.strip()]
         return [rng.choice(kinds) for _ in range(soak)]
     plan = ["kill9"] * 10 + ["sigstop"] * 5 + ["isolate"] * 5 + ["one_way", "delay"]
     rng.shuffle(plan)

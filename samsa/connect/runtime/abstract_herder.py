@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTP
@@ -17,90 +17,27 @@ from ..errors import BadRequestException, ConnectException, NotFoundException
 from ..plugins import Plugins
 from .herder import ConnectorInfo, ConnectorOffsets, ConnectorStateInfo, Herder, TaskInfo
 from .status import ConnectorTaskId, State, Status, TargetState
+from .stores.status_store import StatusBackingStore
 from .validation import raise_if_invalid, validate_connector_config
 from .worker import Worker, connector_kind
 from .worker_config import WorkerConfig
 
 log = logging.getLogger("samsa.connect.herder")
-
-
-class StatusStore(Protocol):
-    def put(self, status: Status) -> None: ...
-
-    def get(self, connector: str) -> Status | None: ...
-
-    def get_task(self, task: ConnectorTaskId) -> Status | None: ...
-
-    def get_all(self, connector: str) -> list[Status]: ...
-
-    def delete(self, connector: str) -> None: ...
-
-    def put_topic(self, connector: str, task: int, topic: str) -> None: ...
-
-    def topics(self, connector: str) -> list[str]: ...
-
-    def delete_topics(self, connector: str) -> None: ...
-
-
-class MemoryStatusStore:
-    """Statuses of a standalone worker (nothing outlives the process, as Kafka's
-    MemoryStatusBackingStore)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._connectors: dict[str, Status] = {}
-        self._tasks: dict[ConnectorTaskId, Status] = {}
-        self._topics: dict[str, set[str]] = {}
-
-    def put(self, status: Status) -> None:
-        with self._lock:
-            if status.task is None:
-                self._connectors[status.connector] = status
-            else:
-                tid = ConnectorTaskId(status.connector, status.task)
-                if status.state is State.DESTROYED:
-                    self._tasks.pop(tid, None)
-                else:
-                    self._tasks[tid] = status
-
-    def get(self, connector: str) -> Status | None:
-        return self._connectors.get(connector)
-
-    def get_task(self, task: ConnectorTaskId) -> Status | None:
-        return self._tasks.get(task)
-
-    def get_all(self, connector: str) -> list[Status]:
-        with self._lock:
-            return [s for t, s in sorted(self._tasks.items()) if t.connector == connector]
-
-    def delete(self, connector: str) -> None:
-        with self._lock:
-            self._connectors.pop(connector, None)
-            for t in [t for t in self._tasks if t.connector == connector]:
-                del self._tasks[t]
-            self._topics.pop(connector, None)
-
-    def put_topic(self, connector: str, task: int, topic: str) -> None:
-        with self._lock:
-            self._topics.setdefault(connector, set()).add(topic)
-
-    def topics(self, connector: str) -> list[str]:
-        return sorted(self._topics.get(connector, ()))
-
-    def delete_topics(self, connector: str) -> None:
-        with self._lock:
-            self._topics.pop(connector, None)
+AUTO_RESTART_FIRST_S = 1.0
+AUTO_RESTART_RESET_S = 60.0
 
 
 class AbstractHerder(Herder):
     def __init__(self, config: WorkerConfig, plugins: Plugins, worker_id: str,
-                 statuses: StatusStore, kafka_cluster_id: str) -> None:
+                 statuses: StatusBackingStore, kafka_cluster_id: str) -> None:
         self.config = config
         self.plugins = plugins
         self.worker_id = worker_id
         self.statuses = statuses
         self.kafka_cluster_id = kafka_cluster_id
         self.generation = 0
+        self._failures: dict[ConnectorTaskId, int] = {}
+        self._running_since: dict[ConnectorTaskId, float] = {}
         self.worker: Worker
         self._admin: AdminClient | None = None
 
@@ -111,6 +48,48 @@ class AbstractHerder(Herder):
     def task_state(self, task: ConnectorTaskId, state: State, trace: str | None = None) -> None:
         self.statuses.put(Status(task.connector, task.task, state, self.worker_id, trace,
                                  self.generation))
+        if state is State.FAILED:
+            self._maybe_auto_restart(task)
+        elif state is State.RUNNING:
+            self._running_since[task] = time.monotonic()
+
+    # ---- automatic restarts of failed tasks (a Samsa extension, off by default) ----------
+    def _restart_policy(self, connector: str) -> tuple[bool, float]:
+        """(enabled, max back-off s): the connector's errors.restart.* or the worker's."""
+        try:
+            cfg = self.connector_config(connector)
+        except ConnectException:
+            return False, 0.0
+        enabled = cfg.get("errors.restart.enable",
+                          str(self.config.get("errors.restart.enable")).lower()).lower() == "true"
+        max_ms = int(cfg.get("errors.restart.max.backoff.ms",
+                             self.config.get("errors.restart.max.backoff.ms")))
+        return enabled, max(0.1, max_ms / 1000)
+
+    def _maybe_auto_restart(self, task: ConnectorTaskId) -> None:
+        enabled, max_s = self._restart_policy(task.connector)
+        if not enabled:
+            return
+        # back-off doubles from 1 s per failure in a row, reset by a run of over a minute
+        since = self._running_since.get(task)
+        if since is not None and time.monotonic() - since > AUTO_RESTART_RESET_S:
+            self._failures[task] = 0
+        n = self._failures.get(task, 0)
+        self._failures[task] = n + 1
+        delay = min(max_s, AUTO_RESTART_FIRST_S * (2 ** n))
+        log.info("task %s failed; restarting it in %.1fs (errors.restart.enable)", task, delay)
+        timer = threading.Timer(delay, self._auto_restart, args=(task,))
+        timer.daemon = True
+        timer.start()
+
+    def _auto_restart(self, task: ConnectorTaskId) -> None:
+        st = self.statuses.get_task(task)
+        if st is None or st.state is not State.FAILED or st.worker_id != self.worker_id:
+            return  # restarted by hand, moved or deleted meanwhile
+        try:
+            self.restart_task(task)
+        except ConnectException as e:
+            log.warning("automatic restart of %s: %s", task, e)
 
     def topic_used(self, connector: str, task: int, topic: str) -> None:
         self.statuses.put_topic(connector, task, topic)

@@ -69,6 +69,13 @@ def common_def() -> ConfigDef:
              "Log each failed operation and problematic record.", group=ERRORS, order_in_group=4)
     d.define("errors.log.include.messages", B, False, None, M,
              "Include the record in the error log.", group=ERRORS, order_in_group=5)
+    d.define("errors.restart.enable", B, None, None, L,
+             "Samsa extension: restart this connector's FAILED tasks automatically, with a "
+             "back-off doubling from 1 s (default: the worker's errors.restart.enable, false).",
+             group=ERRORS, order_in_group=20)
+    d.define("errors.restart.max.backoff.ms", LONG, None, None, L,
+             "Samsa extension: the longest wait before an automatic restart (default: the "
+             "worker's, 60000).", group=ERRORS, order_in_group=21)
     return d
 
 

@@ -14,7 +14,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -44,7 +44,7 @@ from .worker_config import WorkerConfig
 
 log = logging.getLogger("samsa.connect.distributed")
 TICK_S = 0.1
-FORWARD_TIMEOUT_S = 30.0
+FORWARD_TIMEOUT_S = 10.0
 
 
 class _Listener(ConfigUpdateListener):
@@ -74,13 +74,12 @@ class DistributedHerder(AbstractHerder):
     def __init__(self, config: WorkerConfig, plugins: Plugins, worker_id: str,
                  offsets: OffsetAccess, kafka_cluster_id: str, url: str) -> None:
         from .stores.status_store import KafkaStatusBackingStore
-        from .stores_adapter import StatusStoreAdapter
 
         props = {k: str(v) for k, v in config.originals.items()}
         client = {"bootstrap.servers": config.bootstrap, "log_level": 3,
                   **config.client_props("admin.")}
         self.kafka_status = KafkaStatusBackingStore.from_worker_config(props, client, worker_id)
-        super().__init__(config, plugins, worker_id, StatusStoreAdapter(self.kafka_status),
+        super().__init__(config, plugins, worker_id, self.kafka_status,
                          kafka_cluster_id)
         self.url = url
         self.offsets = offsets
@@ -97,7 +96,6 @@ class DistributedHerder(AbstractHerder):
         # what the group gave this worker (the sum over cooperative rounds)
         self.owned_connectors: set[str] = set()
         self.owned_tasks: set[ConnectorTaskId] = set()
-        self.leader_id = ""
         self.leader_url: str | None = None
         self.assigned_offset = -1
         self._reconfigure: set[str] = set()
@@ -168,7 +166,7 @@ class DistributedHerder(AbstractHerder):
         snap = self.config_store.snapshot()
         return snap.offset, {c: len(snap.tasks(c)) for c in snap.connectors()}
 
-    def on_revoked(self, connectors: list[str], tasks: list[ConnectorTaskId]) -> None:
+    def on_revoked(self, connectors: Sequence[str], tasks: Sequence[ConnectorTaskId]) -> None:
         """Stop what the leader took away; runs before this worker rejoins (cooperative)."""
         with self._lock:
             self.worker.stop_tasks([t for t in tasks if t in self.owned_tasks])
@@ -183,40 +181,44 @@ class DistributedHerder(AbstractHerder):
         self.enqueue(lambda: self._assigned(assignment, generation))
 
     def _assigned(self, assignment: Any, generation: int) -> None:
+        """Reconcile what runs here with the member's current assignment (the sum of the
+        cooperative rounds; a later round may have changed it since this was queued)."""
+        current = getattr(self.member, "assignment", None) or assignment
         self.generation = generation
-        self.leader_id = assignment.leader
-        self.leader_url = assignment.leader_url or None
-        if assignment.failed:
-            # CONFIG_MISMATCH: the leader has read further; catch up and rejoin
+        self.leader_url = current.leader_url or None
+        if current.failed:
+            # CONFIG_MISMATCH: the leader has read further; catch up (the member rejoins)
             self._catch_up()
-            self.member.request_rejoin()
             return
-        if assignment.config_offset > self.snapshot.offset:
+        if current.config_offset > self.snapshot.offset:
             self._catch_up()
-            if self.snapshot.offset < assignment.config_offset:
+            if self.snapshot.offset < current.config_offset:
                 log.warning("could not read the config topic up to offset %d; rejoining later",
-                            assignment.config_offset)
+                            current.config_offset)
                 self._rejoin_at = time.monotonic() + \
                     int(self.config.get("worker.unsync.backoff.ms")) / 1000
                 return
-        self.assigned_offset = assignment.config_offset
-        for c in assignment.connectors:
-            if c not in self.owned_connectors:
-                self.owned_connectors.add(c)
-                self._start_connector(c)
-        for t in assignment.tasks:
-            if t not in self.owned_tasks:
-                self.owned_tasks.add(t)
-                self._start_task(t)
+        self.assigned_offset = current.config_offset
+        want_c, want_t = set(current.connectors), set(current.tasks)
+        gone_t = sorted(self.owned_tasks - want_t)
+        if gone_t:
+            self.worker.stop_tasks(gone_t)
+            self.owned_tasks -= set(gone_t)
+        for c in sorted(self.owned_connectors - want_c):
+            self.worker.stop_connector(c)
+            self.owned_connectors.discard(c)
+        for c in sorted(want_c - self.owned_connectors):
+            self.owned_connectors.add(c)
+            self._start_connector(c)
+        for t in sorted(want_t - self.owned_tasks):
+            self.owned_tasks.add(t)
+            self._start_task(t)
         if self.is_leader:
             self.config_store.claim_write_privileges()
-        if assignment.delay_ms:
-            self._rejoin_at = time.monotonic() + assignment.delay_ms / 1000
 
     @property
     def is_leader(self) -> bool:
-        return self.member is not None and self.member.member_id == self.leader_id and \
-            bool(self.leader_id)
+        return self.member is not None and bool(self.member.is_leader)
 
     def _catch_up(self) -> None:
         try:
@@ -272,7 +274,7 @@ class DistributedHerder(AbstractHerder):
             return
         if not self.leader_url:
             raise ConflictException("no leader known yet")
-        resp = self.http.put(f"{self.leader_url.rstrip('/')}/connectors/{name}/tasks",
+        resp = self.http.post(f"{self.leader_url.rstrip('/')}/connectors/{name}/tasks",
                              params={"forward": "false"}, json=configs)
         if resp.status_code >= 400:
             raise ConnectException(f"leader answered {resp.status_code}: {resp.text[:200]}")
@@ -355,6 +357,16 @@ class DistributedHerder(AbstractHerder):
             self.worker.stop_tasks(todo)
             for t in todo:
                 self._start_task(t)
+
+    def health_check(self) -> None:
+        """KIP-1017's /health: healthy once this worker has joined the group and its herder
+        thread answers."""
+        if self.member is None or getattr(self.member, "assignment", None) is None:
+            raise ConflictException("Worker is still joining the group")
+        done = threading.Event()
+        self.enqueue(done.set)
+        if not done.wait(10):
+            raise ConflictException("The herder thread is busy")
 
     # ---- REST operations -----------------------------------------------------------------------
     def _require_leader(self, what: str) -> None:
@@ -485,7 +497,7 @@ class DistributedHerder(AbstractHerder):
         refresh = getattr(self.offsets, "refresh", None)
         if refresh is not None:
             refresh()
-        return ConnectorOffsets(self.offsets.reader(name).all_offsets())
+        return ConnectorOffsets(self.offsets.all_offsets(name))
 
     def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
         return self._modify_offsets(name, offsets)

@@ -211,6 +211,7 @@ class WorkerSinkTask(WorkerTask):
                 continue
             topic, partition, offset = str(m.topic()), int(m.partition() or 0), int(m.offset() or 0)
             tp = TopicPartition(topic, partition)
+            self.saw_topic(topic)
             self.current[tp] = offset + 1  # a skipped record still moves the position
             ts_type, ts = m.timestamp()
             raw = Consumed(topic, partition, offset, ts if ts_type else None, m.key(), m.value(),

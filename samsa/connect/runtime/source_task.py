@@ -45,6 +45,8 @@ class TransactionalOffsets(Protocol):
     def offset_record(self, connector: str, partition: dict[str, Any],
                       offset: dict[str, Any] | None) -> tuple[bytes, bytes | None]: ...
 
+    def offset_partition(self, key: bytes) -> int: ...
+
 
 @dataclass
 class SourceTaskSettings:
@@ -261,6 +263,7 @@ class WorkerSourceTask(WorkerTask):
                 self._send_errors.append(err)
                 return
             self.records_written += 1
+            self.saw_topic(msg.topic())
             self._commit_record(record, RecordMetadata(msg.topic(), msg.partition(), msg.offset(),
                                                        msg.timestamp()[1]))
         return done
@@ -365,7 +368,7 @@ class WorkerSourceTask(WorkerTask):
         store = self.settings.transactional_offsets
         for partition, offset in self._txn_offsets.values():
             k, v = store.offset_record(self.settings.connector, partition, offset)
-            self.producer.produce(store.topic, key=k, value=v)
+            self.producer.produce(store.topic, key=k, value=v, partition=store.offset_partition(k))
         try:
             self.producer.commit_transaction(max(self.settings.flush_timeout_s, 30))
         except KafkaException as e:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import AlreadyExistsException, BadRequestException, NotFoundException
 from ..plugins import Plugins
-from .abstract_herder import AbstractHerder, MemoryStatusStore
+from .abstract_herder import AbstractHerder
 from .herder import (
     ConnectorInfo,
     ConnectorOffsets,
@@ -20,6 +20,7 @@ from .herder import (
     TaskInfo,
 )
 from .status import ConnectorTaskId, State, Status, TargetState
+from .stores.status_store import MemoryStatusBackingStore
 from .worker import OffsetAccess, Worker
 from .worker_config import WorkerConfig
 
@@ -29,7 +30,7 @@ log = logging.getLogger("samsa.connect.standalone")
 class StandaloneHerder(AbstractHerder):
     def __init__(self, config: WorkerConfig, plugins: Plugins, worker_id: str,
                  offsets: OffsetAccess, kafka_cluster_id: str) -> None:
-        super().__init__(config, plugins, worker_id, MemoryStatusStore(), kafka_cluster_id)
+        super().__init__(config, plugins, worker_id, MemoryStatusBackingStore(), kafka_cluster_id)
         self.offsets = offsets
         self.worker = Worker(worker_id, config, plugins, offsets, self)
         self._lock = threading.RLock()
@@ -42,12 +43,18 @@ class StandaloneHerder(AbstractHerder):
                                                  name="standalone-reconfigure", daemon=True)
 
     def start(self) -> None:
+        start_offsets = getattr(self.offsets, "start", None)
+        if start_offsets is not None:
+            start_offsets()
         self._reconfig_thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
             self.worker.stop()
+        stop_offsets = getattr(self.offsets, "stop", None)
+        if stop_offsets is not None:
+            stop_offsets()
 
     # ---- helpers ---------------------------------------------------------------------------------
     def _config(self, name: str) -> dict[str, str]:
@@ -245,7 +252,7 @@ class StandaloneHerder(AbstractHerder):
             config = dict(self._config(name))
         if self.kind(config) == "sink":
             return self.sink_offsets(name, config)
-        return ConnectorOffsets(self.offsets.reader(name).all_offsets())
+        return ConnectorOffsets(self.offsets.all_offsets(name))
 
     def alter_connector_offsets(self, name: str, offsets: list[dict[str, Any]]) -> str:
         return self._modify_offsets(name, offsets)
@@ -266,10 +273,9 @@ def alter_source_offsets(offsets_access: Any, plugins: Plugins, name: str, confi
                          offsets: list[dict[str, Any]] | None) -> str:
     """PATCH/DELETE of a source connector's offsets: checked with the connector's alter_offsets
     (KIP-875), then written (None values are tombstones)."""
-    reader = offsets_access.reader(name)
     entries: list[tuple[dict[str, Any], dict[str, Any] | None]]
     if offsets is None:
-        entries = [(e["partition"], None) for e in reader.all_offsets()]
+        entries = [(e["partition"], None) for e in offsets_access.all_offsets(name)]
     else:
         entries = []
         for e in offsets:
@@ -286,10 +292,6 @@ def alter_source_offsets(offsets_access: Any, plugins: Plugins, name: str, confi
         connector.alter_offsets(config, frozen)
     except Exception as e:
         raise BadRequestException(f"Failed to alter offsets for connector {name}: {e}") from None
-    writer = offsets_access.writer(name)
-    for part, off in entries:
-        writer.offset(part, off)
-    if writer.begin_flush():
-        writer.do_flush(30)
+    offsets_access.write(name, entries)
     return ("The offsets for this connector have been reset successfully" if offsets is None else
             "The offsets for this connector have been altered successfully")

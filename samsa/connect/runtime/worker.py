@@ -35,6 +35,8 @@ class WorkerListener(Protocol):
 
     def request_task_reconfiguration(self, connector: str) -> None: ...
 
+    def topic_used(self, connector: str, task: int, topic: str) -> None: ...
+
 
 class OffsetAccess(Protocol):
     """What the worker needs of the offsets store: a reader and a writer per connector, and
@@ -45,6 +47,11 @@ class OffsetAccess(Protocol):
     def writer(self, connector: str) -> Any: ...
 
     def transactional(self) -> TransactionalOffsets | None: ...
+
+    def all_offsets(self, connector: str) -> list[dict[str, Any]]: ...
+
+    def write(self, connector: str,
+              entries: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None: ...
 
 
 class _ConnectorContext:

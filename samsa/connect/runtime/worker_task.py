@@ -20,6 +20,8 @@ log = logging.getLogger("samsa.connect.task")
 class StatusListener(Protocol):
     def task_state(self, task: ConnectorTaskId, state: State, trace: str | None = None) -> None: ...
 
+    def topic_used(self, connector: str, task: int, topic: str) -> None: ...
+
 
 def trace_of(error: BaseException) -> str:
     return "".join(traceback.format_exception(error))
@@ -78,6 +80,17 @@ class WorkerTask(threading.Thread, ABC):
         self.target_state = target_state
         self.failed: BaseException | None = None
         self.cancelled = False
+        self._topics_seen: set[str] = set()
+
+    def saw_topic(self, topic: str) -> None:
+        """KIP-558: report each topic the task uses, once."""
+        if topic in self._topics_seen:
+            return
+        self._topics_seen.add(topic)
+        try:
+            self.listener.topic_used(self.id.connector, self.id.task, topic)
+        except Exception:
+            log.exception("%s: recording active topic %s", self.id, topic)
 
     # ---- control from the worker ---------------------------------------------------------
     def transition_to(self, state: TargetState) -> None:

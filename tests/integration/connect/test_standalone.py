@@ -74,8 +74,9 @@ def test_file_round_trip_survives_kill9(broker: SamsaBroker, tmp_path: Path) -> 
     # flushed offset, never the whole file
     assert set(got) == set(first) | set(second)
     assert len(got) < 2 * len(first) + len(second)
-    offsets = json.loads((tmp_path / "worker.offsets").read_text())
-    assert offsets, "the standalone worker kept no offsets file"
+    # Kafka's offsets file format (a Java-serialized map of key bytes -> value bytes)
+    offsets = (tmp_path / "worker.offsets").read_bytes()
+    assert offsets.startswith(b"\xac\xed") and b'"position":' in offsets
 
 
 @pytest.mark.slow
@@ -105,6 +106,24 @@ def test_failing_task_has_trace_and_worker_keeps_running(broker: SamsaBroker, tm
         assert w.http.post("/connectors/fails/tasks/0/restart").status_code == 204
         assert count_records(broker.bootstrap, "failing-out", 4) == 4
         assert w.status("fails")["tasks"][0]["state"] == "FAILED"
+
+
+@pytest.mark.slow
+def test_failed_task_restarts_itself_when_enabled(broker: SamsaBroker, tmp_path: Path) -> None:
+    """errors.restart.enable (a Samsa extension): a FAILED task is restarted with back-off
+    without anyone asking; each run writes two records before failing again."""
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS}) as w:
+        resp = w.create("phoenix", {"connector.class": "FailingSourceConnector",
+                                    "topic": "phoenix-out", "fail.after": "2",
+                                    "errors.restart.enable": "true",
+                                    "errors.restart.max.backoff.ms": "1000"})
+        assert resp.status_code == 201, resp.text
+        assert count_records(broker.bootstrap, "phoenix-out", 6, timeout=60) >= 6
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS},
+                       name="w2") as w:  # off by default: one run only
+        assert w.create("once", {"connector.class": "FailingSourceConnector",
+                                 "topic": "once-out", "fail.after": "2"}).status_code == 201
+        assert count_records(broker.bootstrap, "once-out", 4, timeout=8) == 2
 
 
 def count_records(bootstrap: str, topic: str, want: int, timeout: float = 30.0) -> int:

@@ -1,0 +1,80 @@
+"""Running the Connect REST API on uvicorn inside the worker's process (on its event loop), as the
+schema registry runs inside `samsa serve`. `listeners` takes Kafka's form: http://host:port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import uvicorn
+
+from ..runtime.herder import Herder
+from .app import ConnectRestApp
+
+log = logging.getLogger("samsa.connect.rest")
+
+DEFAULT_LISTENER = "http://0.0.0.0:8083"
+
+
+def host_port(listener: str) -> tuple[str, int]:
+    u = urlparse(listener if "://" in listener else f"http://{listener}")
+    return u.hostname or "0.0.0.0", 8083 if u.port is None else u.port
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the worker process owns the signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class ConnectRestServer:
+    """`start()` listens (port 0 picks a free one: see `.port`), `stop()` closes."""
+
+    def __init__(self, herder: Herder, listener: str = DEFAULT_LISTENER,
+                 app: ConnectRestApp | None = None) -> None:
+        self.app = app or ConnectRestApp(herder)
+        self.host, self.port = host_port(listener)
+        self._server: _Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        """This worker's REST URL as other workers reach it (0.0.0.0 shown as 127.0.0.1)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        cfg = uvicorn.Config(self.app.app, host=self.host, port=self.port, log_level="warning",
+                             access_log=False, lifespan="off", timeout_keep_alive=30)
+        self._server = _Server(cfg)
+        # bind here: uvicorn would sys.exit() on a bind error, which must not end the worker
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+        except OSError as e:
+            sock.close()
+            raise OSError(f"Connect REST API could not listen on {self.host}:{self.port}: "
+                          f"{e.strerror}") from None
+        self.port = sock.getsockname()[1]
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise OSError(f"Connect REST API could not listen on {self.host}:{self.port}")
+            await asyncio.sleep(0.02)
+        log.info("Connect REST API listening on %s", self.url)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 10)

@@ -1,0 +1,186 @@
+"""Distributed Connect: three worker processes in one group against a real broker. Connectors
+and tasks spread over the workers; a worker killed with kill -9 has its work moved to the others
+after scheduled.rebalance.max.delay.ms; a file source -> topic -> file sink round trip survives
+worker bounces with nothing lost, and with exactly.once.source.support=enabled the topic holds
+every line exactly once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from samsa.testing import SamsaBroker
+from samsa.testing.connect import ConnectWorker
+
+DELAY_MS = 3000
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    with SamsaBroker(tmp_path_factory.mktemp("broker")) as b:
+        yield b
+
+
+def workers(broker: SamsaBroker, tmp_path: Path, group: str, n: int = 3,
+            props: dict[str, str] | None = None) -> list[ConnectWorker]:
+    extra = {"scheduled.rebalance.max.delay.ms": str(DELAY_MS), **(props or {})}
+    return [ConnectWorker(broker.bootstrap, tmp_path, distributed=True, group_id=group,
+                          name=f"{group}-w{i}", props=extra) for i in range(n)]
+
+
+def statuses(w: ConnectWorker) -> dict[str, Any]:
+    return dict(w.http.get("/connectors", params={"expand": "status"}).json())
+
+
+def owners(w: ConnectWorker) -> dict[str, str]:
+    """Every connector's and task's worker id, from one worker's view."""
+    out = {}
+    for name, info in statuses(w).items():
+        st = info["status"]
+        out[name] = st["connector"]["worker_id"]
+        for t in st["tasks"]:
+            out[f"{name}-{t['id']}"] = t["worker_id"]
+    return out
+
+
+def wait_all_running(w: ConnectWorker, names: list[str], tasks: int, exclude: str | None = None,
+                     timeout: float = 90.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            st = statuses(w)
+            last = st
+            ok = all(n in st and st[n]["status"]["connector"]["state"] == "RUNNING"
+                     and len(st[n]["status"]["tasks"]) == tasks
+                     and all(t["state"] == "RUNNING" for t in st[n]["status"]["tasks"])
+                     for n in names)
+            if ok:
+                own = owners(w)
+                if exclude is None or exclude not in own.values():
+                    return own
+        except Exception as e:  # a worker answering 409/500 during a rebalance
+            last = repr(e)
+        time.sleep(0.3)
+    raise TimeoutError(f"not all running in {timeout}s: {last}\n{w.log_tail()}")
+
+
+@pytest.mark.slow
+def test_work_spreads_and_moves_after_kill9(broker: SamsaBroker, tmp_path: Path) -> None:
+    ws = workers(broker, tmp_path, "spread")
+    for w in ws:
+        w.start()
+    try:
+        names = [f"verifiable-{i}" for i in range(3)]
+        for i, n in enumerate(names):
+            r = ws[i].create(n, {"connector.class": "VerifiableSource", "topic": f"vs-{i}",
+                                 "throughput": "50", "tasks.max": "2",
+                                 "file": str(tmp_path / f"{n}.jsonl")})
+            assert r.status_code == 201, r.text
+        own = wait_all_running(ws[0], names, tasks=2)
+        assert len(set(own.values())) == 3, f"work not spread over 3 workers: {own}"
+        victim = ws[1]
+        victim_id = victim.url.split("://")[1]
+        assert victim_id in own.values()
+        victim.kill()
+        t0 = time.monotonic()
+        own = wait_all_running(ws[0], names, tasks=2, exclude=victim_id)
+        moved_after = time.monotonic() - t0
+        assert set(own.values()) <= {ws[0].url.split("://")[1], ws[2].url.split("://")[1]}
+        print(f"work of the killed worker running elsewhere {moved_after:.1f}s after kill -9 "
+              f"(session.timeout.ms 6000 + scheduled.rebalance.max.delay.ms {DELAY_MS})")
+        # a worker that comes back gets a share again
+        victim.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and victim_id not in owners(ws[0]).values():
+            time.sleep(0.3)
+        assert victim_id in owners(ws[0]).values()
+    finally:
+        for w in ws:
+            w.stop()
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[str]:
+    """Every committed value of the topic (read_committed), read to the end."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    md = c.list_topics(topic, timeout=10)
+    parts = list(md.topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: list[str] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + timeout
+    while len(eof) < len(parts) and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            if m.error() is not None:
+                if m.error().code() == m.error()._PARTITION_EOF:
+                    eof.add(m.partition())
+                continue
+            out.append(m.value().decode())
+    c.close()
+    return out
+
+
+@pytest.mark.slow
+def test_round_trip_100k_lines_through_bounces_exactly_once(broker: SamsaBroker,
+                                                             tmp_path: Path) -> None:
+    src, out, topic = tmp_path / "in.txt", tmp_path / "out.txt", "eos-lines"
+    total, chunks = 100_000, 10
+    ws = workers(broker, tmp_path, "eos", props={"exactly.once.source.support": "enabled",
+                                                 "offset.flush.interval.ms": "500"})
+    for w in ws:
+        w.start()
+    try:
+        src.touch()
+        r = ws[0].create("eos-source", {"connector.class": "FileStreamSource", "topic": topic,
+                                        "file": str(src), "exactly.once.support": "required",
+                                        "batch.size": "500"})
+        assert r.status_code == 201, r.text
+        r = ws[0].create("eos-sink", {"connector.class": "FileStreamSink", "topics": topic,
+                                      "file": str(out), "consumer.override.isolation.level":
+                                      "read_committed"})
+        assert r.status_code == 201, r.text
+        wait_all_running(ws[0], ["eos-source", "eos-sink"], tasks=1)
+        per = total // chunks
+        bounces = 0
+        for k in range(chunks):
+            with src.open("a") as f:
+                f.write("".join(f"line-{i}\n" for i in range(k * per, (k + 1) * per)))
+            if k % 3 == 1:  # kill -9 whichever worker runs the source task, then restart it
+                own = owners(ws[0] if ws[0].alive() else ws[2])
+                runner = own.get("eos-source-0")
+                victim = next(w for w in ws if w.url.endswith(str(runner)))
+                time.sleep(0.5)
+                victim.kill()
+                bounces += 1
+                survivor = next(w for w in ws if w.alive())
+                wait_all_running(survivor, ["eos-source", "eos-sink"], tasks=1,
+                                 exclude=str(runner), timeout=120)
+                victim.start()
+            time.sleep(0.3)
+        assert bounces == 3
+        want = {f"line-{i}" for i in range(total)}
+        deadline = time.monotonic() + 180
+        got_file: list[str] = []
+        while time.monotonic() < deadline:
+            got_file = out.read_text().splitlines() if out.exists() else []
+            if want <= set(got_file):
+                break
+            time.sleep(1)
+        in_topic = read_topic(broker.bootstrap, topic)
+    finally:
+        for w in ws:
+            w.stop()
+    counts = Counter(in_topic)
+    missing = want - set(counts)
+    dups = {v: n for v, n in counts.items() if n > 1}
+    assert not missing, f"{len(missing)} lines never reached the topic, e.g. {sorted(missing)[:5]}"
+    assert not dups, f"{len(dups)} lines in the topic more than once, e.g. {list(dups.items())[:5]}"
+    assert len(in_topic) == total
+    assert want <= set(got_file), f"{len(want - set(got_file))} lines never reached the file"
