@@ -18,6 +18,7 @@ from samsa.testing import SamsaBroker
 from samsa.testing.connect import ConnectWorker
 
 DELAY_MS = 3000
+PLUGINS = str(Path(__file__).resolve().parents[2] / "connect_plugins")
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +185,33 @@ def test_round_trip_100k_lines_through_bounces_exactly_once(broker: SamsaBroker,
     assert not dups, f"{len(dups)} lines in the topic more than once, e.g. {list(dups.items())[:5]}"
     assert len(in_topic) == total
     assert want <= set(got_file), f"{len(want - set(got_file))} lines never reached the file"
+
+
+@pytest.mark.slow
+def test_connector_defined_transaction_boundaries(broker: SamsaBroker, tmp_path: Path) -> None:
+    """transaction.boundary=connector: the task commits after even batches and aborts after odd
+    ones; a read_committed reader sees exactly the even batches."""
+    topic = "boundaries"
+    ws = workers(broker, tmp_path, "txnb", n=1,
+                 props={"exactly.once.source.support": "enabled", "plugin.path": PLUGINS})
+    for w in ws:
+        w.start()
+    try:
+        r = ws[0].create("boundary", {"connector.class": "BoundarySourceConnector",
+                                      "topic": topic, "batches": "20",
+                                      "transaction.boundary": "connector",
+                                      "exactly.once.support": "required"})
+        assert r.status_code == 201, r.text
+        wait_all_running(ws[0], ["boundary"], tasks=1)
+        want = {f"b{b}-{i}" for b in range(0, 20, 2) for i in range(3)}
+        deadline = time.monotonic() + 60
+        got: list[str] = []
+        while time.monotonic() < deadline:
+            got = read_topic(broker.bootstrap, topic, timeout=10)
+            if len(got) >= len(want):
+                break
+            time.sleep(0.5)
+    finally:
+        for w in ws:
+            w.stop()
+    assert sorted(got) == sorted(want)

@@ -191,6 +191,25 @@ def test_poisoned_records_go_to_dlq_with_context_headers(broker: SamsaBroker, tm
         assert headers["__connect.errors.exception.message"]
 
 
+@pytest.mark.slow
+def test_sink_retriable_put_is_redelivered(broker: SamsaBroker, tmp_path: Path) -> None:
+    """A RetriableException from put keeps the batch and hands it again after the task's
+    timeout: every record written exactly once, the task RUNNING throughout."""
+    topic, out = "flaky-in", tmp_path / "flaky.txt"
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    values = [f"v{i}" for i in range(300)]
+    for v in values:
+        p.produce(topic, value=v.encode())
+    p.flush(10)
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS}) as w:
+        assert w.create("flaky", {"connector.class": "FlakySinkConnector", "topics": topic,
+                                  "file": str(out)}).status_code == 201
+        got = wait_lines(out, set(values))
+        assert w.status("flaky")["tasks"][0]["state"] == "RUNNING"
+        assert "retry" not in w.status("flaky")["tasks"][0]
+    assert sorted(got) == sorted(values)
+
+
 def test_invalid_config_is_refused_with_per_field_errors(broker: SamsaBroker, tmp_path: Path) -> None:
     with ConnectWorker(broker.bootstrap, tmp_path) as w:
         resp = w.create("bad", {"connector.class": "FileStreamSource", "tasks.max": "zero"})
