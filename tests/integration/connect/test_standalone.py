@@ -221,4 +221,11 @@ def test_invalid_config_is_refused_with_per_field_errors(broker: SamsaBroker, tm
         by_name = {c["value"]["name"]: c["value"] for c in v["configs"]}
         assert v["error_count"] >= 2
         assert by_name["tasks.max"]["errors"] and by_name["topic"]["errors"]
+        # an unknown plugin, and a body that is not JSON: Kafka's codes, the worker unharmed
+        resp = w.create("nope", {"connector.class": "com.example.NoSuchConnector"})
+        assert resp.status_code == 400
+        assert "com.example.NoSuchConnector" in resp.json()["message"]
+        resp = w.http.post("/connectors", content=b'{"name": "x", "config": {',
+                           headers={"Content-Type": "application/json"})
+        assert resp.status_code == 500 and resp.json()["error_code"] == 500
         assert w.http.get("/connectors").json() == []
