@@ -73,3 +73,103 @@ class FailingSinkTask(SinkTask):
 
     def stop(self) -> None:
         pass
+
+
+class FlakySinkConnector(SinkConnector):
+    """Appends values to `file`; every other put raises RetriableException first (asking for a
+    redelivery after 100 ms), so nothing may be lost or written twice."""
+
+    def start(self, props: dict[str, str]) -> None:
+        self.props = props
+
+    def task_class(self) -> type[Task]:
+        return FlakySinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass
+
+    def config(self) -> ConfigDef:
+        return ConfigDef().define("file", ConfigType.STRING, importance=Importance.HIGH,
+                                  documentation="output file")
+
+
+class FlakySinkTask(SinkTask):
+    def start(self, props: dict[str, str]) -> None:
+        self.path = props["file"]
+        self.calls = 0
+        self.retries = 0
+
+    def put(self, records: list[SinkRecord]) -> None:
+        from samsa.connect.errors import RetriableException
+        self.calls += 1
+        if records and self.calls % 2 == 1:
+            self.retries += 1
+            self.context.timeout(100)
+            raise RetriableException("the target is busy, try again")
+        with open(self.path, "a") as f:
+            f.writelines(f"{r.value}\n" for r in records)
+
+    def stop(self) -> None:
+        pass
+
+
+class BoundarySourceConnector(SourceConnector):
+    """Emits batches of 3 records `b<batch>-<i>`; with transaction.boundary=connector it commits
+    the transaction after even batches and aborts it after odd ones."""
+
+    def start(self, props: dict[str, str]) -> None:
+        self.props = props
+
+    def task_class(self) -> type[Task]:
+        return BoundarySourceTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass
+
+    def config(self) -> ConfigDef:
+        return (ConfigDef()
+                .define("topic", ConfigType.STRING, importance=Importance.HIGH, documentation="t")
+                .define("batches", ConfigType.INT, 20, None, Importance.LOW, "how many"))
+
+    def exactly_once_support(self, props: dict[str, str]) -> object:
+        from samsa.connect.api import ExactlyOnceSupport
+        return ExactlyOnceSupport.SUPPORTED
+
+    def can_define_transaction_boundaries(self, props: dict[str, str]) -> object:
+        from samsa.connect.api import ConnectorTransactionBoundaries
+        return ConnectorTransactionBoundaries.SUPPORTED
+
+
+class BoundarySourceTask(SourceTask):
+    def start(self, props: dict[str, str]) -> None:
+        self.topic = props["topic"]
+        self.batches = int(props.get("batches", "20"))
+        last = self.context.offset_storage_reader.offset({"src": "boundary"})
+        self.batch = int(last["batch"]) + 1 if last else 0
+
+    def poll(self) -> list[SourceRecord] | None:
+        import time
+        if self.batch >= self.batches:
+            time.sleep(0.1)
+            return None
+        b = self.batch
+        self.batch += 1
+        records = [SourceRecord(self.topic, 0, None, None, STRING_SCHEMA, f"b{b}-{i}",
+                                source_partition={"src": "boundary"}, source_offset={"batch": b})
+                   for i in range(3)]
+        ctx = self.context.transaction_context()
+        if ctx is not None:
+            if b % 2 == 0:
+                ctx.commit_transaction(records[-1])
+            else:
+                ctx.abort_transaction(records[-1])
+        return records
+
+    def stop(self) -> None:
+        pass

@@ -53,7 +53,7 @@ async def read_json(request: Request, max_body: int = MAX_BODY) -> Any:
         return None
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: absurd nesting
         raise RestError(500, f"Cannot parse the request body as JSON: {e}") from None
 
 

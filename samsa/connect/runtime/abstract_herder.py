@@ -92,7 +92,8 @@ class AbstractHerder(Herder):
             log.warning("automatic restart of %s: %s", task, e)
 
     def topic_used(self, connector: str, task: int, topic: str) -> None:
-        self.statuses.put_topic(connector, task, topic)
+        if self.config.get("topic.tracking.enable"):
+            self.statuses.put_topic(connector, task, topic)
 
     # ---- shared answers ---------------------------------------------------------------------
     def validate_connector_config(self, config: dict[str, str]) -> dict[str, Any]:

@@ -92,11 +92,6 @@ def source_def() -> ConfigDef:
     d.define("transaction.boundary.interval.ms", LONG, None, None, L,
              "For transaction.boundary=interval (default offset.flush.interval.ms).", group=EOS,
              order_in_group=3)
-    d.define("offsets.storage.topic", S, None, None, L,
-             "A connector-specific offsets topic (exactly-once sources).", group=EOS,
-             order_in_group=4)
-    d.define("topic.creation.groups", LST, "", None, L, "Topic creation groups (KIP-158).",
-             group="Topic Creation", order_in_group=1)
     return d
 
 

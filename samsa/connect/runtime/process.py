@@ -80,7 +80,9 @@ class WorkerProcess:
         host, port = self.config.rest_listener()
         from ..rest import create_app
         holder: dict[str, Any] = {}
-        app = create_app(lambda: holder["herder"])
+        app = create_app(lambda: holder["herder"],
+                         allow_origin=str(self.config.get("access.control.allow.origin") or ""),
+                         allow_methods=str(self.config.get("access.control.allow.methods") or ""))
         server_cfg = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                     access_log=False, lifespan="off", timeout_keep_alive=30)
         self._server = _Server(server_cfg)

@@ -18,7 +18,7 @@ from ..api import ErrantRecordReporter, SinkTask, TopicPartition
 from ..data import Headers, SinkRecord, TimestampType
 from ..errors import RetriableException
 from .status import ConnectorTaskId, TargetState
-from .tolerance import FAILED, Consumed, Failure, RetryWithToleranceOperator, Stage
+from .tolerance import FAILED, Consumed, Failure, RetryWithToleranceOperator, Stage, run_chain
 from .worker_task import Converters, StatusListener, WorkerTask
 
 log = logging.getLogger("samsa.connect.sink")
@@ -221,8 +221,7 @@ class WorkerSinkTask(WorkerTask):
             if record is None:
                 continue
             if self.chain is not None:
-                transformed = self.operator.execute(Stage.TRANSFORMATION, type(self.chain).__name__,
-                                                    _applier(self.chain, record), consumed=raw)
+                transformed = run_chain(self.operator, self.chain, record, consumed=raw)
                 if transformed is FAILED or transformed is None:
                     continue
                 record = transformed
@@ -326,10 +325,6 @@ class WorkerSinkTask(WorkerTask):
                 self.sink_task.stop()
             except Exception:
                 log.exception("%s: stop() failed", self.id)
-
-
-def _applier(chain: Any, record: Any) -> Any:
-    return lambda: chain.apply(record)
 
 
 def _header_list(headers: Any) -> list[tuple[str, bytes | None]]:

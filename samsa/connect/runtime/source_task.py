@@ -16,11 +16,12 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from ..api import RecordMetadata, SourceRecord, SourceTask, TransactionContext
 from ..data import Headers
 from .status import ConnectorTaskId, TargetState
-from .tolerance import FAILED, RetryWithToleranceOperator, Stage, ToleranceExceeded
+from .tolerance import FAILED, RetryWithToleranceOperator, Stage, ToleranceExceeded, run_chain
 from .worker_task import Converters, StatusListener, WorkerTask
 
 log = logging.getLogger("samsa.connect.source")
 PRODUCE_QUEUE_WAIT_S = 0.05
+_PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 
 
 class OffsetWriter(Protocol):
@@ -212,9 +213,7 @@ class WorkerSourceTask(WorkerTask):
             self._begin_txn()
             transformed = record
             if self.chain is not None:
-                transformed = self.operator.execute(
-                    Stage.TRANSFORMATION, type(self.chain).__name__,
-                    _applier(self.chain, record), source_record=record)
+                transformed = run_chain(self.operator, self.chain, record)
             if transformed is FAILED or transformed is None:
                 self._record_offset(record)
                 self._commit_record(record, None)
@@ -260,6 +259,8 @@ class WorkerSourceTask(WorkerTask):
             with self._lock:
                 self._outstanding -= 1
             if err is not None:
+                if err.code() in _PURGED:  # our own abort_transaction dropped it
+                    return
                 self._send_errors.append(err)
                 return
             self.records_written += 1
@@ -399,7 +400,3 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, list):
         return tuple(_freeze(v) for v in value)
     return value
-
-
-def _applier(chain: Any, record: Any) -> Any:
-    return lambda: chain.apply(record)

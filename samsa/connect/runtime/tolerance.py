@@ -211,3 +211,26 @@ class DeadLetterQueueReporter:
 
     def close(self) -> None:
         self.producer.flush(10)
+
+
+class _Skipped(Exception):
+    pass
+
+
+def run_chain(operator: RetryWithToleranceOperator, chain: Any, record: Any, *,
+              consumed: Consumed | None = None) -> Any:
+    """The record through the transform chain with each stage under the operator (so a failure
+    names the transform's class, as Kafka's DLQ headers do): the result, None when a transform
+    dropped it, or FAILED when a failing stage was tolerated."""
+
+    def runner(call: Callable[[], Any], class_name: str) -> Any:
+        result = operator.execute(Stage.TRANSFORMATION, class_name, call, consumed=consumed,
+                                  source_record=None if consumed is not None else record)
+        if result is FAILED:
+            raise _Skipped
+        return result
+
+    try:
+        return chain.apply(record, runner)
+    except _Skipped:
+        return FAILED

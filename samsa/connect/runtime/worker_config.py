@@ -47,7 +47,14 @@ def _common() -> ConfigDef:
                     "Host name other workers use to reach this one.")
             .define("rest.advertised.port", INT, None, None, L, "Port other workers use.")
             .define("rest.advertised.listener", S, None, None, L, "http or https.")
-            .define("access.control.allow.origin", S, "", None, L, "CORS origin (accepted).")
+            .define("access.control.allow.origin", S, "", None, L,
+                    "CORS: origins allowed to call the REST API (empty: no CORS headers).")
+            .define("access.control.allow.methods", S, "", None, L,
+                    "CORS: methods allowed (default GET, POST, HEAD).")
+            .define("topic.tracking.enable", B, True, None, L,
+                    "Record the topics each connector uses (KIP-558, GET .../topics).")
+            .define("topic.tracking.allow.reset", B, True, None, L,
+                    "Allow PUT .../topics/reset.")
             .define("plugin.path", LST, None, None, L,
                     "Directories whose Python modules are scanned for connectors, converters, "
                     "transforms and predicates (in addition to entry points).")
@@ -60,10 +67,7 @@ def _common() -> ConfigDef:
                     one_of("disabled", "preparing", "enabled", case_insensitive=True), H,
                     "KIP-618: run source tasks with transactional producers that write records "
                     "and source offsets atomically.")
-            .define("topic.creation.enable", B, True, None, L,
-                    "Whether source connectors may create their topics (topic.creation.*).")
             .define("metrics.sample.window.ms", LONG, 30000, None, L, "Accepted for compatibility.")
-            .define("config.providers", LST, "", None, L, "Accepted for compatibility.")
             .define("errors.restart.enable", B, False, None, L,
                     "Samsa extension: restart a FAILED task automatically with bounded back-off.")
             .define("errors.restart.max.backoff.ms", LONG, 60000, at_least(100), L,

@@ -1,7 +1,7 @@
 """Connect group membership against a real Samsa broker: three WorkerGroupMembers in one process
 join one group, agree on one leader and one spread of the work; a member that dies without
 LeaveGroup is expelled after its session timeout and its work moves only after
-scheduled.rebalance.max.delay.ms; admin tools see a "connect" group."""
+scheduled.rebalance.max.delay.ms; the broker lists and describes a "connect" group."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from samsa.cluster.channel import NodeChannel
@@ -20,6 +21,7 @@ from samsa.testing import SamsaBroker
 
 CONNECTORS = {"alpha": 4, "beta": 3, "gamma": 2}
 DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 
 
 @pytest.fixture(scope="module")
@@ -167,24 +169,35 @@ async def _three_members(broker: SamsaBroker) -> None:
             await m.close()
 
 
-def test_admin_client_lists_the_connect_group(broker: SamsaBroker) -> None:
-    asyncio.run(_admin_lists(broker))
+def test_admin_tools_see_a_connect_group(broker: SamsaBroker) -> None:
+    asyncio.run(_admin_tools(broker))
 
 
-async def _admin_lists(broker: SamsaBroker) -> None:
+async def _admin_tools(broker: SamsaBroker) -> None:
     group = "connect-cluster-b"
     h = Herder("solo")
     m = member(broker, group, h)
     m.start()
     try:
         await wait_for(lambda: spread_ok([h]), "a single member to take all work")
+        host, port = broker.bootstrap.split(":")
+        ch = NodeChannel(host, int(port), "test")
+        try:
+            listed = await ch.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+        finally:
+            await ch.close()
+        mine = [g for g in listed.groups if g.group_id == group]
+        assert [(g.protocol_type, g.group_state, g.group_type) for g in mine] == \
+            [("connect", "Stable", "classic")]
+        # Kafka's admin clients list and describe consumer groups only: a connect group is
+        # left out of the list, and describing it names its protocol type
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        listed = await asyncio.to_thread(lambda: admin.list_consumer_groups().result(10))
-        assert group in {g.group_id for g in listed.valid}
-        desc = await asyncio.to_thread(
-            lambda: admin.describe_consumer_groups([group])[group].result(10))
-        assert desc.group_id == group
-        assert [mm.member_id for mm in desc.members] == [m.member_id]
+        consumer_groups = await asyncio.to_thread(
+            lambda: admin.list_consumer_groups().result(10))
+        assert group not in {g.group_id for g in consumer_groups.valid}
+        with pytest.raises(KafkaException, match=r"not a consumer group \(connect\)"):
+            await asyncio.to_thread(
+                lambda: admin.describe_consumer_groups([group])[group].result(10))
     finally:
         await m.close()
     g = await describe(broker, group)

@@ -18,6 +18,7 @@ from samsa.testing import SamsaBroker
 from samsa.testing.connect import ConnectWorker
 
 DELAY_MS = 3000
+PLUGINS = str(Path(__file__).resolve().parents[2] / "connect_plugins")
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +185,94 @@ def test_round_trip_100k_lines_through_bounces_exactly_once(broker: SamsaBroker,
     assert not dups, f"{len(dups)} lines in the topic more than once, e.g. {list(dups.items())[:5]}"
     assert len(in_topic) == total
     assert want <= set(got_file), f"{len(want - set(got_file))} lines never reached the file"
+
+
+@pytest.mark.slow
+def test_connector_defined_transaction_boundaries(broker: SamsaBroker, tmp_path: Path) -> None:
+    """transaction.boundary=connector: the task commits after even batches and aborts after odd
+    ones; a read_committed reader sees exactly the even batches."""
+    topic = "boundaries"
+    ws = workers(broker, tmp_path, "txnb", n=1,
+                 props={"exactly.once.source.support": "enabled", "plugin.path": PLUGINS})
+    for w in ws:
+        w.start()
+    try:
+        r = ws[0].create("boundary", {"connector.class": "BoundarySourceConnector",
+                                      "topic": topic, "batches": "20",
+                                      "transaction.boundary": "connector",
+                                      "exactly.once.support": "required"})
+        assert r.status_code == 201, r.text
+        wait_all_running(ws[0], ["boundary"], tasks=1)
+        want = {f"b{b}-{i}" for b in range(0, 20, 2) for i in range(3)}
+        deadline = time.monotonic() + 60
+        got: list[str] = []
+        while time.monotonic() < deadline:
+            got = read_topic(broker.bootstrap, topic, timeout=10)
+            if len(got) >= len(want):
+                break
+            time.sleep(0.5)
+    finally:
+        for w in ws:
+            w.stop()
+    assert sorted(got) == sorted(want)
+
+
+@pytest.mark.slow
+def test_pause_stop_alter_offsets_resume_and_restart(broker: SamsaBroker, tmp_path: Path) -> None:
+    """The life cycle across two workers: pause and resume, KIP-745 restart, KIP-875 stop ->
+    offsets rewound -> resume re-reads the file from the rewound position."""
+    src, topic = tmp_path / "life.txt", "life-lines"
+    src.write_text("".join(f"life-{i}\n" for i in range(50)))
+    ws = workers(broker, tmp_path, "life", n=2)
+    for w in ws:
+        w.start()
+    try:
+        a, b = ws
+        assert a.create("life", {"connector.class": "FileStreamSource", "topic": topic,
+                                 "file": str(src)}).status_code == 201
+        wait_all_running(a, ["life"], tasks=1)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(read_topic(broker.bootstrap, topic, 5)) < 50:
+            time.sleep(0.3)
+        assert b.http.put("/connectors/life/pause").status_code == 202
+        b.wait_state("life", "PAUSED")
+        assert a.http.put("/connectors/life/resume").status_code == 202
+        a.wait_state("life", "RUNNING")
+        r = b.http.post("/connectors/life/restart", params={"includeTasks": "true"})
+        assert r.status_code == 202 and r.json()["connector"]["state"] == "RESTARTING"
+        a.wait_state("life", "RUNNING")
+        # offsets can only change once the connector is STOPPED
+        assert a.http.patch("/connectors/life/offsets", json={"offsets": [
+            {"partition": {"filename": str(src)}, "offset": {"position": 0}}]}).status_code == 400
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            offs = b.http.get("/connectors/life/offsets").json().get("offsets")
+            if offs and offs[0]["offset"]["position"] == src.stat().st_size:
+                break
+            time.sleep(0.5)
+        assert offs[0]["offset"]["position"] == src.stat().st_size
+        assert b.http.put("/connectors/life/stop").status_code == 204
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            st = a.status("life")
+            if st["connector"]["state"] == "STOPPED" and not st["tasks"]:
+                break
+            time.sleep(0.3)
+        assert st["connector"]["state"] == "STOPPED" and st["tasks"] == []
+        r = b.http.patch("/connectors/life/offsets", json={"offsets": [
+            {"partition": {"filename": str(src)}, "offset": {"position": 0}}]})
+        assert r.status_code == 200, r.text
+        assert a.http.get("/connectors/life/offsets").json()["offsets"][0]["offset"] == \
+            {"position": 0}
+        assert a.http.put("/connectors/life/resume").status_code == 202
+        deadline = time.monotonic() + 60
+        values: list[str] = []
+        while time.monotonic() < deadline:
+            values = read_topic(broker.bootstrap, topic, 5)
+            if len(values) >= 100:
+                break
+            time.sleep(0.5)
+        assert Counter(values) == Counter({f"life-{i}": 2 for i in range(50)})
+    finally:
+        for w in ws:
+            w.stop()

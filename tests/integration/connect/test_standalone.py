@@ -191,6 +191,25 @@ def test_poisoned_records_go_to_dlq_with_context_headers(broker: SamsaBroker, tm
         assert headers["__connect.errors.exception.message"]
 
 
+@pytest.mark.slow
+def test_sink_retriable_put_is_redelivered(broker: SamsaBroker, tmp_path: Path) -> None:
+    """A RetriableException from put keeps the batch and hands it again after the task's
+    timeout: every record written exactly once, the task RUNNING throughout."""
+    topic, out = "flaky-in", tmp_path / "flaky.txt"
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    values = [f"v{i}" for i in range(300)]
+    for v in values:
+        p.produce(topic, value=v.encode())
+    p.flush(10)
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS}) as w:
+        assert w.create("flaky", {"connector.class": "FlakySinkConnector", "topics": topic,
+                                  "file": str(out)}).status_code == 201
+        got = wait_lines(out, set(values))
+        assert w.status("flaky")["tasks"][0]["state"] == "RUNNING"
+        assert "retry" not in w.status("flaky")["tasks"][0]
+    assert sorted(got) == sorted(values)
+
+
 def test_invalid_config_is_refused_with_per_field_errors(broker: SamsaBroker, tmp_path: Path) -> None:
     with ConnectWorker(broker.bootstrap, tmp_path) as w:
         resp = w.create("bad", {"connector.class": "FileStreamSource", "tasks.max": "zero"})
@@ -202,4 +221,11 @@ def test_invalid_config_is_refused_with_per_field_errors(broker: SamsaBroker, tm
         by_name = {c["value"]["name"]: c["value"] for c in v["configs"]}
         assert v["error_count"] >= 2
         assert by_name["tasks.max"]["errors"] and by_name["topic"]["errors"]
+        # an unknown plugin, and a body that is not JSON: Kafka's codes, the worker unharmed
+        resp = w.create("nope", {"connector.class": "com.example.NoSuchConnector"})
+        assert resp.status_code == 400
+        assert "com.example.NoSuchConnector" in resp.json()["message"]
+        resp = w.http.post("/connectors", content=b'{"name": "x", "config": {',
+                           headers={"Content-Type": "application/json"})
+        assert resp.status_code == 500 and resp.json()["error_code"] == 500
         assert w.http.get("/connectors").json() == []

@@ -534,3 +534,51 @@ def test_cors_when_allow_origin_is_set(herder: MemoryHerder) -> None:
         pre = c.options("/connectors", headers={"origin": "http://ui",
                                                 "access-control-request-method": "DELETE"})
         assert pre.status_code == 400  # not among the allowed methods
+
+
+BAD_BODIES = [b"\xff\xfe", b"{", b"null", b"1", b'"text"', b"[]", b"[{}]", b'{"a": [1, {"b": null}]}',
+              b"[" * 100_000 + b"]" * 100_000, b'{"offsets": "x"}', b'{"level": 5}',
+              b'{"name": {"x": 1}, "config": {}}', b'{"name": "n", "config": {"connector.class": 7}}']
+ROUTES = [("GET", "/"), ("GET", "/connectors"), ("POST", "/connectors"), ("GET", "/connectors/c"),
+          ("DELETE", "/connectors/c"), ("GET", "/connectors/c/config"), ("PUT", "/connectors/c/config"),
+          ("PATCH", "/connectors/c/config"), ("GET", "/connectors/c/status"),
+          ("POST", "/connectors/c/restart"), ("PUT", "/connectors/c/pause"),
+          ("PUT", "/connectors/c/resume"), ("PUT", "/connectors/c/stop"),
+          ("GET", "/connectors/c/tasks"), ("GET", "/connectors/c/tasks/0/status"),
+          ("POST", "/connectors/c/tasks/0/restart"), ("GET", "/connectors/c/offsets"),
+          ("PATCH", "/connectors/c/offsets"), ("DELETE", "/connectors/c/offsets"),
+          ("GET", "/connectors/c/topics"), ("PUT", "/connectors/c/topics/reset"),
+          ("GET", "/connector-plugins"), ("GET", "/connector-plugins/RestTestSource/config"),
+          ("PUT", "/connector-plugins/RestTestSource/config/validate"), ("GET", "/admin/loggers"),
+          ("GET", "/admin/loggers/root"), ("PUT", "/admin/loggers/samsa.resttest.bad")]
+
+
+def test_bad_bodies_get_connect_error_bodies_on_every_route(client: TestClient,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """Garbage, wrong shapes and absurd nesting: every answer is a success or Connect's error body
+    whose error_code is the status, never a crash or a non-JSON 500."""
+    create(client, "c")
+    client.put("/connectors/c/stop")
+    for method, path in ROUTES:
+        for body in BAD_BODIES:
+            resp = client.request(method, path, content=body, headers={"content-type": "application/json"})
+            if resp.status_code < 300:
+                continue
+            assert resp.headers["content-type"].startswith("application/json"), (method, path, body[:20])
+            err = resp.json()
+            assert set(err) == {"error_code", "message"} and err["error_code"] == resp.status_code
+    assert client.get("/").status_code == 200  # the worker still serves
+    assert not [r for r in caplog.records if r.name == "samsa.connect.rest" and r.exc_info], \
+        "a bad body is the client's error: no uncaught-exception trace in the worker's log"
+    logging.getLogger("samsa.resttest.bad").setLevel(logging.NOTSET)
+
+
+def test_internal_task_configs_post(client: TestClient, herder: MemoryHerder) -> None:
+    """POST /connectors/{name}/tasks (distributed mode's worker -> leader hand-off)."""
+    assert_error(client.post("/connectors/c/tasks", json=[{"a": "1"}]), 404, "standalone")
+    got: list[tuple[str, list[dict[str, str]]]] = []
+    herder.put_task_configs = lambda name, configs: got.append((name, configs))  # type: ignore[attr-defined]
+    resp = client.post("/connectors/c/tasks", json=[{"a": 1}, {"b": "x"}])
+    assert resp.status_code == 204
+    assert got == [("c", [{"a": "1"}, {"b": "x"}])]
+    assert_error(client.post("/connectors/c/tasks", json={"a": "1"}), 400)

@@ -148,3 +148,26 @@ def test_dlq_reporter_sends_original_bytes_with_or_without_context() -> None:
         names = [h for h, _ in sent["headers"]]
         assert names[0] == "h"
         assert ("__connect.errors.stage" in names) is with_ctx
+
+
+def test_a_failing_transform_is_named_and_skipped_under_tolerance_all() -> None:
+    from samsa.connect.data import STRING_SCHEMA, SinkRecord, Struct, struct_schema
+    from samsa.connect.plugins import Plugins
+    from samsa.connect.runtime.tolerance import run_chain
+    from samsa.connect.transforms.chain import TransformationChain
+
+    chain = TransformationChain.from_config({
+        "transforms": "hoist,pick",
+        "transforms.hoist.type": "org.apache.kafka.connect.transforms.HoistField$Value",
+        "transforms.hoist.field": "inner",
+        "transforms.pick.type": "org.apache.kafka.connect.transforms.ExtractField$Value",
+        "transforms.pick.field": "missing"}, Plugins())
+    schema = struct_schema([("a", STRING_SCHEMA)])
+    record = SinkRecord("t", 0, None, None, schema, Struct(schema, {"a": "x"}), kafka_offset=1)
+    seen = Collect()
+    consumed = Consumed("t", 0, 1, None, None, b"{}", [])
+    assert run_chain(op(True, reporters=[seen]), chain, record, consumed=consumed) is FAILED
+    assert [f.executing_class for f in seen.failures] == \
+        ["org.apache.kafka.connect.transforms.ExtractField$Value"]
+    with pytest.raises(ToleranceExceeded):
+        run_chain(op(False), chain, record, consumed=consumed)
