@@ -52,7 +52,7 @@ class OffsetsAccess:
             self._started = False
 
     def refresh(self) -> None:
-        self.store._refresh()
+        self.store.refresh()
 
     def reader(self, connector: str) -> OffsetStorageReaderImpl:
         return OffsetStorageReaderImpl(self.store, connector)
