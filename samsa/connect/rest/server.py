@@ -8,12 +8,12 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import uvicorn
 
-from ..runtime.herder import Herder
-from .app import ConnectRestApp
+from .app import ConnectRestApp, HerderSource
 
 log = logging.getLogger("samsa.connect.rest")
 
@@ -36,9 +36,11 @@ class _Server(uvicorn.Server):
 class ConnectRestServer:
     """`start()` listens (port 0 picks a free one: see `.port`), `stop()` closes."""
 
-    def __init__(self, herder: Herder, listener: str = DEFAULT_LISTENER,
-                 app: ConnectRestApp | None = None) -> None:
-        self.app = app or ConnectRestApp(herder)
+    def __init__(self, herder: HerderSource, listener: str = DEFAULT_LISTENER,
+                 app: ConnectRestApp | None = None, **options: Any) -> None:
+        """`herder` may be a function returning it (see ConnectRestApp); `options` go to the
+        app (CORS settings...)."""
+        self.app = app or ConnectRestApp(herder, **options)
         self.host, self.port = host_port(listener)
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None

@@ -15,7 +15,14 @@ from confluent_kafka.admin import AdminClient
 
 from ..errors import BadRequestException, ConnectException, NotFoundException
 from ..plugins import Plugins
-from .herder import ConnectorInfo, ConnectorOffsets, ConnectorStateInfo, Herder, TaskInfo
+from .herder import (
+    ConnectorInfo,
+    ConnectorOffsets,
+    ConnectorStateInfo,
+    Herder,
+    PutResult,
+    TaskInfo,
+)
 from .status import ConnectorTaskId, State, Status, TargetState
 from .stores.status_store import StatusBackingStore
 from .validation import raise_if_invalid, validate_connector_config
@@ -113,6 +120,16 @@ class AbstractHerder(Herder):
         config["name"] = name
         raise_if_invalid(self.validate_connector_config(config))
         return config
+
+    def patch_connector_config(self, name: str, patch: dict[str, str | None]) -> PutResult:
+        """KIP-477: the current config with the patch merged in (None removes a key)."""
+        merged = dict(self.connector_config(name))
+        for k, v in patch.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = str(v)
+        return self.put_connector_config(name, merged, True)
 
     def kind(self, config: dict[str, str]) -> str:
         return connector_kind(self.plugins, config)

@@ -404,15 +404,6 @@ class DistributedHerder(AbstractHerder):
             snap = self.config_store.snapshot()
             return PutResult(not exists, self.info(name, config, snap.tasks(name)))
 
-    def patch_connector_config(self, name: str, patch: dict[str, str | None]) -> PutResult:
-        merged = dict(self._config(name))
-        for k, v in patch.items():
-            if v is None:
-                merged.pop(k, None)
-            else:
-                merged[k] = str(v)
-        return self.put_connector_config(name, merged, True)
-
     def delete_connector(self, name: str) -> None:
         self._require_leader("Request to delete a connector")
         self._config(name)

@@ -5,15 +5,11 @@ connect-distributed.sh start."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import uvicorn
 
 from ...config import read_properties
 from ..errors import ConnectException
@@ -22,14 +18,6 @@ from .status import TargetState
 from .worker_config import WorkerConfig
 
 log = logging.getLogger("samsa.connect")
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handling: the process owns the signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def read_connector_file(path: str) -> tuple[str, dict[str, str], TargetState | None]:
@@ -69,31 +57,22 @@ class WorkerProcess:
         self.connector_files = connector_files or []
         self.config = WorkerConfig(props, distributed)
         self.herder: Any = None
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._server: Any = None
         self.port = 0
         self.url = ""
 
     async def start(self) -> None:
         plugins = await asyncio.to_thread(Plugins, self.config.get("plugin.path") or [])
         cluster_id = await asyncio.to_thread(kafka_cluster_id, self.config.bootstrap)
-        host, port = self.config.rest_listener()
-        from ..rest import create_app
+        from ..rest.server import ConnectRestServer
         holder: dict[str, Any] = {}
-        app = create_app(lambda: holder["herder"],
-                         allow_origin=str(self.config.get("access.control.allow.origin") or ""),
-                         allow_methods=str(self.config.get("access.control.allow.methods") or ""))
-        server_cfg = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                    access_log=False, lifespan="off", timeout_keep_alive=30)
-        self._server = _Server(server_cfg)
-        self._task = asyncio.create_task(self._server.serve())
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()
-                raise OSError(f"the Connect REST API could not listen on {host}:{port}")
-            await asyncio.sleep(0.02)
-        servers = getattr(self._server, "servers", [])
-        self.port = servers[0].sockets[0].getsockname()[1] if servers else port
+        host, port = self.config.rest_listener()
+        self._server = ConnectRestServer(
+            lambda: holder["herder"], f"http://{host}:{port}",
+            allow_origin=str(self.config.get("access.control.allow.origin") or ""),
+            allow_methods=str(self.config.get("access.control.allow.methods") or ""))
+        await self._server.start()
+        self.port = self._server.port
         self.url = self.config.advertised_url(self.port)
         worker_id = self.config.get("worker.id") or self.url.split("://", 1)[1].rstrip("/")
         self.herder = await asyncio.to_thread(self._build_herder, plugins, str(worker_id), cluster_id)
@@ -118,10 +97,7 @@ class WorkerProcess:
         if self.herder is not None:
             await asyncio.to_thread(self.herder.stop)
         if self._server is not None:
-            self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 10)
+            await self._server.stop()
 
 
 async def run_worker(props: dict[str, Any], distributed: bool, connector_files: list[str]) -> None:

@@ -135,16 +135,6 @@ class StandaloneHerder(AbstractHerder):
             self._start_connector(name)
             return PutResult(not exists, self.info(name, config, self._tasks(name)))
 
-    def patch_connector_config(self, name: str, patch: dict[str, str | None]) -> PutResult:
-        with self._lock:
-            merged = dict(self._config(name))
-        for k, v in patch.items():
-            if v is None:
-                merged.pop(k, None)
-            else:
-                merged[k] = str(v)
-        return self.put_connector_config(name, merged, True)
-
     def delete_connector(self, name: str) -> None:
         with self._lock:
             self._config(name)
