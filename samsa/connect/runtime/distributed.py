@@ -297,7 +297,16 @@ class DistributedHerder(AbstractHerder):
             self.member.request_rejoin()
 
     def _config_removed(self, name: str) -> None:
+        """A deleted connector: whoever runs it stops it at once (not waiting for the rebalance)
+        and then writes its status tombstones, so nothing reports on it afterwards."""
         self.snapshot = self.config_store.snapshot()
+        mine = [t for t in self.owned_tasks if t.connector == name]
+        if mine or name in self.owned_connectors:
+            self.worker.stop_tasks(mine)
+            self.owned_tasks -= set(mine)
+            self.worker.stop_connector(name)
+            self.owned_connectors.discard(name)
+            self.statuses.delete(name)
         self.member.request_rejoin()
 
     def _task_configs_updated(self, names: list[str]) -> None:

@@ -273,6 +273,37 @@ def test_pause_stop_alter_offsets_resume_and_restart(broker: SamsaBroker, tmp_pa
                 break
             time.sleep(0.5)
         assert Counter(values) == Counter({f"life-{i}": 2 for i in range(50)})
+        # deleted: gone from both workers, its statuses end in tombstones
+        assert b.http.delete("/connectors/life").status_code == 204
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (a.http.get("/connectors").json() or
+                                               latest_status(broker.bootstrap, "life-status",
+                                                             b"status-connector-life")):
+            time.sleep(0.3)
+        assert a.http.get("/connectors").json() == [] == b.http.get("/connectors").json()
+        assert a.http.get("/connectors/life/status").status_code == 404
+        assert latest_status(broker.bootstrap, "life-status", b"status-connector-life") is None
+        assert latest_status(broker.bootstrap, "life-status", b"status-task-life-0") is None
     finally:
         for w in ws:
             w.stop()
+
+
+def latest_status(bootstrap: str, topic: str, key: bytes) -> bytes | None:
+    """The last value written under `key` in the status topic (None: a tombstone or nothing)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"st-{time.monotonic_ns()}",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    md = c.list_topics(topic, timeout=10)
+    parts = list(md.topics[topic].partitions)
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    last: bytes | None = None
+    eof: set[int] = set()
+    deadline = time.monotonic() + 15
+    while len(eof) < len(parts) and time.monotonic() < deadline:
+        for m in c.consume(500, 0.5):
+            if m.error() is not None:
+                eof.add(m.partition())
+            elif m.key() == key:
+                last = m.value()
+    c.close()
+    return last
