@@ -104,7 +104,18 @@ class ConnectWorker:
 
     def stop(self) -> None:
         if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGCONT)  # a paused worker must see the SIGTERM
             terminate(self.proc, 30)
+
+    def pause(self) -> None:
+        """SIGSTOP: the worker stops heartbeating but keeps its connections (a zombie-to-be)."""
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -49,12 +49,20 @@ class AbstractHerder(Herder):
         self._admin: AdminClient | None = None
 
     # ---- WorkerListener ---------------------------------------------------------------------
+    def _put_status(self, status: Status) -> None:
+        """Failures and shutdowns are written with put_safe (Kafka's rule): a worker that lost
+        its work to a newer generation — a zombie — does not overwrite the new owner's report."""
+        if status.state in (State.FAILED, State.UNASSIGNED):
+            self.statuses.put_safe(status)
+        else:
+            self.statuses.put(status)
+
     def connector_state(self, connector: str, state: State, trace: str | None = None) -> None:
-        self.statuses.put(Status(connector, None, state, self.worker_id, trace, self.generation))
+        self._put_status(Status(connector, None, state, self.worker_id, trace, self.generation))
 
     def task_state(self, task: ConnectorTaskId, state: State, trace: str | None = None) -> None:
-        self.statuses.put(Status(task.connector, task.task, state, self.worker_id, trace,
-                                 self.generation))
+        self._put_status(Status(task.connector, task.task, state, self.worker_id, trace,
+                                self.generation))
         if state is State.FAILED:
             self._maybe_auto_restart(task)
         elif state is State.RUNNING:

@@ -307,3 +307,48 @@ def latest_status(bootstrap: str, topic: str, key: bytes) -> bytes | None:
                 last = m.value()
     c.close()
     return last
+
+
+@pytest.mark.slow
+def test_zombie_source_task_is_fenced(broker: SamsaBroker, tmp_path: Path) -> None:
+    """SIGSTOP the worker running an exactly-once source task past the session timeout: the task
+    restarts on another worker (its transactional id fences the old producer); after SIGCONT the
+    zombie writes nothing more and does not overwrite the new owner's status. The topic holds
+    every line exactly once."""
+    src, topic = tmp_path / "zombie.txt", "zombie-lines"
+    total = 20_000
+    ws = workers(broker, tmp_path, "zombie", n=2,
+                 props={"exactly.once.source.support": "enabled"})
+    for w in ws:
+        w.start()
+    try:
+        src.write_text("".join(f"z-{i}\n" for i in range(total // 2)))
+        assert ws[0].create("zsrc", {"connector.class": "FileStreamSource", "topic": topic,
+                                     "file": str(src), "batch.size": "200",
+                                     "exactly.once.support": "required"}).status_code == 201
+        own = wait_all_running(ws[0], ["zsrc"], tasks=1)
+        runner_id = own["zsrc-0"]
+        zombie = next(w for w in ws if w.url.endswith(runner_id))
+        other = next(w for w in ws if w is not zombie)
+        zombie.pause()
+        with src.open("a") as f:  # written while the zombie is frozen
+            f.write("".join(f"z-{i}\n" for i in range(total // 2, total)))
+        wait_all_running(other, ["zsrc"], tasks=1, exclude=runner_id, timeout=120)
+        zombie.resume()
+        deadline = time.monotonic() + 90
+        got: list[str] = []
+        while time.monotonic() < deadline:
+            got = read_topic(broker.bootstrap, topic, 10)
+            if len(got) >= total:
+                break
+            time.sleep(1)
+        time.sleep(3)  # anything the zombie could still write would show up now
+        got = read_topic(broker.bootstrap, topic, 10)
+        st = other.status("zsrc")
+    finally:
+        for w in ws:
+            w.stop()
+    counts = Counter(got)
+    assert set(counts) == {f"z-{i}" for i in range(total)}
+    assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
+    assert st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"] != runner_id
