@@ -139,22 +139,36 @@ class DistributedHerder(AbstractHerder):
                 action = self._events.get(timeout=TICK_S)
             except queue.Empty:
                 action = None
+            sends: list[tuple[str, list[dict[str, str]]]] = []
             try:
                 with self._lock:
                     if action is not None:
                         action()
-                    self._tick()
+                    sends = self._tick()
             except Exception:  # the herder thread must survive anything a connector does
                 log.exception("herder action failed")
+            # handing task configs to the leader is an HTTP call: made without the lock, so
+            # the group member (on_revoked) is never held up behind it
+            for name, configs in sends:
+                try:
+                    self._write_task_configs(name, configs)
+                except Exception as e:  # retried: the leader may be moving
+                    log.warning("could not hand task configs of %s to the leader: %s", name, e)
+                    self._reconfigure.add(name)
+                    self._stop.wait(0.25)
 
-    def _tick(self) -> None:
+    def _tick(self) -> list[tuple[str, list[dict[str, str]]]]:
+        sends = []
         if self._reconfigure:
             for name in sorted(self._reconfigure):
                 self._reconfigure.discard(name)
-                self._reconfigure_connector(name)
+                configs = self._reconfigure_connector(name)
+                if configs is not None:
+                    sends.append((name, configs))
         if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
             self._rejoin_at = None
             self.member.request_rejoin()
+        return sends
 
     # ---- group callbacks (called by the member) ------------------------------------------
     def metadata(self) -> tuple[str, int]:
@@ -215,6 +229,8 @@ class DistributedHerder(AbstractHerder):
             self._start_task(t)
         if self.is_leader:
             self.config_store.claim_write_privileges()
+        else:
+            self.config_store.relinquish_write_privileges()
 
     @property
     def is_leader(self) -> bool:
@@ -247,29 +263,23 @@ class DistributedHerder(AbstractHerder):
             return
         self.worker.start_task(tid, ccfg, tcfg, self._target(tid.connector))
 
-    def _reconfigure_connector(self, name: str) -> None:
-        """The owner of a connector computes its task configs; the leader writes them if they
-        changed (Kafka's reconfigureConnectorTasksWithRetry)."""
+    def _reconfigure_connector(self, name: str) -> list[dict[str, str]] | None:
+        """The owner of a connector computes its task configs: the ones to hand to the leader
+        when they changed (Kafka's reconfigureConnectorTasksWithRetry), else None."""
         if name not in self.owned_connectors or not self.worker.is_running(name):
-            return
+            return None
         cfg = self.snapshot.connector_config(name) or {}
         try:
             new = self.worker.connector_task_configs(name, int(cfg.get("tasks.max", "1")))
         except Exception as e:
             self.connector_state(name, State.FAILED, repr(e))
-            return
+            return None
         old = [self.snapshot.task_config(t) for t in self.snapshot.tasks(name)]
-        if new == old:
-            return
-        try:
-            self._write_task_configs(name, new)
-        except Exception as e:  # retried: the leader may be moving
-            log.warning("could not hand task configs of %s to the leader: %s", name, e)
-            self._reconfigure.add(name)
-            time.sleep(0.25)
+        return None if new == old else new
 
     def _write_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         if self.is_leader:
+            self._require_leader("Only the leader can write task configs")
             self.config_store.put_task_configs(name, configs)
             return
         if not self.leader_url:
@@ -281,11 +291,10 @@ class DistributedHerder(AbstractHerder):
 
     def put_task_configs(self, name: str, configs: list[dict[str, str]]) -> None:
         """Internal endpoint: task configs a connector's owner computed (leader only)."""
-        with self._lock:
-            self._require_leader("Only the leader can write task configs")
-            if not self.snapshot.contains(name):
-                raise NotFoundException(f"Connector {name} not found")
-            self.config_store.put_task_configs(name, configs)
+        self._require_leader("Only the leader can write task configs")
+        if not self.config_store.contains(name):
+            raise NotFoundException(f"Connector {name} not found")
+        self.config_store.put_task_configs(name, configs)
 
     # ---- config topic events ---------------------------------------------------------------
     def _config_updated(self, name: str) -> None:
@@ -329,13 +338,9 @@ class DistributedHerder(AbstractHerder):
             running = self.worker.connectors.get(name)
             if target is TargetState.STOPPED:
                 self.worker.stop_connector(name)
+                # (the leader wrote the empty task set with the STOPPED state: stop_connector)
                 self.worker.start_connector(name, self.snapshot.connector_config(name) or {},
                                             TargetState.STOPPED)
-                if self.is_leader or self.leader_url:
-                    try:
-                        self._write_task_configs(name, [])
-                    except Exception as e:
-                        log.warning("could not write the empty task set of stopped %s: %s", name, e)
             elif running is not None and running.target is TargetState.STOPPED:
                 self.worker.stop_connector(name)
                 self._start_connector(name)
@@ -379,9 +384,12 @@ class DistributedHerder(AbstractHerder):
 
     # ---- REST operations -----------------------------------------------------------------------
     def _require_leader(self, what: str) -> None:
+        """NotLeader unless this worker leads; the leader then holds the config topic's fencable
+        writer (exactly-once source support; claiming twice is a no-op)."""
         if not self.is_leader:
             raise NotLeaderException(f"{what}; this worker is not the leader",
                                      self.leader_url)
+        self.config_store.claim_write_privileges()
 
     def _config(self, name: str) -> dict[str, str]:
         cfg = self.config_store.snapshot().connector_config(name)

@@ -313,8 +313,8 @@ def latest_status(bootstrap: str, topic: str, key: bytes) -> bytes | None:
 def test_zombie_source_task_is_fenced(broker: SamsaBroker, tmp_path: Path) -> None:
     """SIGSTOP the worker running an exactly-once source task past the session timeout: the task
     restarts on another worker (its transactional id fences the old producer); after SIGCONT the
-    zombie writes nothing more and does not overwrite the new owner's status. The topic holds
-    every line exactly once."""
+    zombie writes nothing more and its failure report does not overwrite the new owner's status.
+    The topic holds every line exactly once."""
     src, topic = tmp_path / "zombie.txt", "zombie-lines"
     total = 20_000
     ws = workers(broker, tmp_path, "zombie", n=2,
@@ -351,4 +351,6 @@ def test_zombie_source_task_is_fenced(broker: SamsaBroker, tmp_path: Path) -> No
     counts = Counter(got)
     assert set(counts) == {f"z-{i}" for i in range(total)}
     assert max(counts.values()) == 1, [v for v, n in counts.items() if n > 1][:5]
-    assert st["tasks"][0]["state"] == "RUNNING" and st["tasks"][0]["worker_id"] != runner_id
+    # RUNNING wherever it runs now (the returning worker may get it back in a later balancing
+    # round): never the zombie's FAILED written over the new owner's report
+    assert st["tasks"][0]["state"] == "RUNNING", st
