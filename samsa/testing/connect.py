@@ -40,6 +40,8 @@ class ConnectWorker:
         self.startup_timeout = startup_timeout
         base = {"bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{self.port}",
                 "offset.flush.interval.ms": "1000",
+                # a killed worker's sink consumers leave their groups after 6 s, not 45 s
+                "consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "1000",
                 "key.converter": "org.apache.kafka.connect.storage.StringConverter",
                 "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
         if distributed:
