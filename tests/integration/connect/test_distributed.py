@@ -344,7 +344,12 @@ def test_zombie_source_task_is_fenced(broker: SamsaBroker, tmp_path: Path) -> No
             time.sleep(1)
         time.sleep(3)  # anything the zombie could still write would show up now
         got = read_topic(broker.bootstrap, topic, 10)
+        # the returning worker may take the task back in a balancing round: wait for it to settle
+        deadline = time.monotonic() + 60
         st = other.status("zsrc")
+        while time.monotonic() < deadline and st["tasks"][0]["state"] != "RUNNING":
+            time.sleep(0.5)
+            st = other.status("zsrc")
     finally:
         for w in ws:
             w.stop()
