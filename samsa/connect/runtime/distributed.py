@@ -97,7 +97,6 @@ class DistributedHerder(AbstractHerder):
         self.owned_connectors: set[str] = set()
         self.owned_tasks: set[ConnectorTaskId] = set()
         self.leader_url: str | None = None
-        self.assigned_offset = -1
         self._reconfigure: set[str] = set()
         self._rejoin_at: float | None = None
         self.http = httpx.Client(timeout=FORWARD_TIMEOUT_S)
@@ -212,7 +211,6 @@ class DistributedHerder(AbstractHerder):
                 self._rejoin_at = time.monotonic() + \
                     int(self.config.get("worker.unsync.backoff.ms")) / 1000
                 return
-        self.assigned_offset = current.config_offset
         want_c, want_t = set(current.connectors), set(current.tasks)
         gone_t = sorted(self.owned_tasks - want_t)
         if gone_t:

@@ -77,7 +77,6 @@ class WorkerSinkTask(WorkerTask):
         self.raw: dict[tuple[str | None, int | None, int | None], Consumed] = {}
         self._pending: list[SinkRecord] | None = None  # a batch put must be retried with
         self._lock = threading.Lock()
-        self.records_put = 0
 
     # ---- SinkTaskContext ---------------------------------------------------------------------
     @property
@@ -152,9 +151,6 @@ class WorkerSinkTask(WorkerTask):
         if self._pending is not None:
             self._pending = [r for r in self._pending
                              if TopicPartition(r.topic, r.kafka_partition or 0) not in tps]
-
-    def on_target_state(self, state: TargetState) -> None:
-        pass  # the loop pauses/resumes the consumer (it is not thread-safe)
 
     def execute(self) -> None:
         assert self.consumer is not None
@@ -269,7 +265,6 @@ class WorkerSinkTask(WorkerTask):
                 self.consumer.pause([KafkaTP(p.topic, p.partition) for p in self._assignment])
             self.stopping.wait(wait if wait > 0 else 0.1)
             return
-        self.records_put += len(batch)
         if self._pending is not None and self.consumer is not None and not self.paused:
             self.consumer.resume([KafkaTP(p.topic, p.partition) for p in self._assignment
                                   if p not in self._paused_by_task])

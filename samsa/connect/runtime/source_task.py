@@ -106,7 +106,6 @@ class WorkerSourceTask(WorkerTask):
         self._in_txn = False
         self._txn_offsets: dict[Any, tuple[dict[str, Any], dict[str, Any] | None]] = {}
         self._txn_started = time.monotonic()
-        self.records_written = 0
 
     # ---- context handed to the task ------------------------------------------------------
     @property
@@ -153,9 +152,6 @@ class WorkerSourceTask(WorkerTask):
             self._commit_boundary(force=True)
         else:
             self.commit_offsets()
-
-    def wakeup(self) -> None:
-        pass
 
     def stop(self) -> None:
         super().stop()
@@ -208,8 +204,6 @@ class WorkerSourceTask(WorkerTask):
     def _send(self, records: list[SourceRecord]) -> None:
         assert self.producer is not None
         for record in records:
-            if self.stopping.is_set() and not self.settings.exactly_once:
-                pass  # still send what was polled: its offsets will be committed
             self._begin_txn()
             transformed = record
             if self.chain is not None:
@@ -263,7 +257,6 @@ class WorkerSourceTask(WorkerTask):
                     return
                 self._send_errors.append(err)
                 return
-            self.records_written += 1
             self.saw_topic(msg.topic())
             self._commit_record(record, RecordMetadata(msg.topic(), msg.partition(), msg.offset(),
                                                        msg.timestamp()[1]))

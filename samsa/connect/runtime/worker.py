@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..api import Connector, SinkConnector, SinkTask, SourceConnector, SourceTask
@@ -223,8 +222,8 @@ class Worker:
             raise ConfigException(bad[0][0], cprops[bad[0][0]], bad[0][1])
         stopping = threading.Event()
         is_sink = issubclass(conn_cls, SinkConnector)
-        cfg = (sink_def() if is_sink else source_def()).parse(
-            {k: v for k, v in cprops.items() if k in (sink_def() if is_sink else source_def()).keys})
+        runtime_def = sink_def() if is_sink else source_def()
+        cfg = runtime_def.parse({k: v for k, v in cprops.items() if k in runtime_def.keys})
         reporters: list[ErrorReporter] = []
         if cfg.get("errors.log.enable"):
             reporters.append(LogReporter(str(tid), bool(cfg.get("errors.log.include.messages"))))
@@ -327,10 +326,6 @@ class Worker:
     def task_ids(self, connector: str | None = None) -> list[ConnectorTaskId]:
         return sorted(t for t in self.tasks if connector is None or t.connector == connector)
 
-    def task_failed(self, tid: ConnectorTaskId) -> bool:
-        r = self.tasks.get(tid)
-        return r is not None and r.failed is not None
-
     def stop(self) -> None:
         self.stop_tasks(self.task_ids())
         for name in list(self.connectors):
@@ -345,5 +340,3 @@ def connector_kind(plugins: Plugins, props: dict[str, str]) -> str:
     return "sink" if issubclass(cls, SinkConnector) else \
         "source" if issubclass(cls, SourceConnector) else "unknown"
 
-
-Callback = Callable[[], None]
