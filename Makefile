@@ -11,14 +11,16 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.py samsa/protocol/_recordcheck.c
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,spark]'
+	$(PIP) install -q -e '.[dev,spark,connectors]'
 	touch $@
 
-# kcat (Debian package) is one of the real clients the tests drive.
+# kcat (Debian package) is one of the real clients the tests drive; PostgreSQL (Debian's server) is
+# the real database the connector tests start in temp dirs.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@command -v kcat >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat >/dev/null; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat >/dev/null; fi; }
+	@command -v kcat >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq kcat postgresql >/dev/null; }
 
 # The main job: the reference pipeline on the embedded default. A single-node Samsa (127.0.0.1:9092,
 # ./samsa-data) starts, a generator produces order events, a PySpark Structured Streaming job reads

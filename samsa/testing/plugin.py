@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from . import SamsaBroker, SamsaCluster
+from .postgres import PostgresServer
 
 
 @pytest.fixture(scope="module")
@@ -20,3 +21,10 @@ def samsa_broker() -> Iterator[SamsaBroker]:
 def samsa_cluster() -> Iterator[SamsaCluster]:
     with SamsaCluster(3) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="module")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server (Debian's binaries, temp dir, free port, wal_level=logical)."""
+    with PostgresServer() as server:
+        yield server
