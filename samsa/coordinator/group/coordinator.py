@@ -307,7 +307,11 @@ class GroupCoordinator(ConsumerProtocolMixin):
                 if g is not None:
                     g.offsets.pop(tp, None)
                 return
-            g = self.groups.setdefault(gid, Group(gid))
+            g = self.groups.get(gid)
+            if g is None:
+                # offsets alone do not say when the group became empty: as Kafka (no current
+                # state timestamp), retention counts from each commit, not from this replay
+                g = self.groups[gid] = Group(gid, empty_since_ms=0)
             g.offsets[tp] = OffsetEntry(value["offset"], value.get("epoch", -1),
                                         value.get("meta", ""), value["ts"], value.get("exp", -1))
         elif key["t"] == "g":
