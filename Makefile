@@ -29,11 +29,17 @@ system-deps:
 run: install
 	$(VENV)/bin/samsa pipeline
 
+# The suite runs on TEST_WORKERS pytest-xdist workers (most tests wait on sockets and timeouts, so
+# more workers than cores pays); one test file is one unit (its module-scoped brokers start once),
+# heaviest files first, and `serial` tests run alone: tests/parallel.py. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 4
+XDIST = -n $(TEST_WORKERS) --dist loadfile
+
 test: install system-deps
-	$(VENV)/bin/pytest -q -ra
+	$(VENV)/bin/pytest -q -ra $(XDIST)
 
 test-fast: install
-	$(VENV)/bin/pytest -q -m "not slow"
+	$(VENV)/bin/pytest -q -ra $(XDIST) -m "not slow"
 
 lint: install
 	$(VENV)/bin/ruff check samsa tests bench

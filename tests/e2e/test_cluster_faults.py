@@ -121,6 +121,7 @@ def check_every_image(c: SamsaCluster, expected: dict[str, tuple[int, dict[str, 
 
 
 @pytest.mark.slow  # ~75 s on 2 cores; `make test` runs slow tests too
+@pytest.mark.timeout(600)  # 20 restarts are CPU-bound: > 300 s once next to `make test`'s workers
 def test_kill_active_controller_while_creating_topics(tmp_path: Path) -> None:
     """KILLS times: kill -9 the quorum leader while a thread creates topics through every broker,
     restart it, and wait for a new leader (of a higher epoch) and for the next acknowledged

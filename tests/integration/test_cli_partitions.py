@@ -64,7 +64,10 @@ def bs(c: SamsaCluster) -> str:
 def wait_for(fn: Any, what: str, timeout: float = 20.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
-        got = fn()
+        try:
+            got = fn()
+        except KeyError:  # the node's metadata has not got the new topic or partition yet
+            got = None
         if got:
             return got
         assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
