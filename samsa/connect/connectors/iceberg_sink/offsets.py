@@ -1,6 +1,7 @@
 """Kafka offsets kept in Iceberg snapshot summaries: each commit's snapshot carries, per topic,
-`kafka.connect.offsets.<topic>.<group>` = {"<partition>": <next offset>} (JSON) for every
-partition the connector has written so far, plus `kafka.connect.commit-id`. A table therefore
+`kafka.connect.offsets.<topic>.<group>` = {"<partition>": <next offset>} (JSON) for the
+partitions of the task that committed it, plus `kafka.connect.commit-id` and
+`kafka.connect.task-id`. A table therefore
 says itself how far into each partition its data goes, which is what makes the sink exactly-once
 without a transaction spanning Kafka and the catalog."""
 
@@ -18,7 +19,6 @@ from ...api import TopicPartition
 OFFSETS_PREFIX = "kafka.connect.offsets."
 COMMIT_ID_PROP = "kafka.connect.commit-id"
 TASK_ID_PROP = "kafka.connect.task-id"
-MAX_ANCESTORS = 1000  # snapshots walked back to find the connector's last commit
 
 Offsets = dict[TopicPartition, int]
 
@@ -52,27 +52,27 @@ def parse_summary(summary: dict[str, Any], group: str) -> Offsets | None:
     return found
 
 
-def table_offsets(metadata: TableMetadata, group: str) -> Offsets:
-    """The offsets of the connector's latest commit on the table's current branch: the newest
-    ancestor snapshot carrying them (another writer's snapshot, say a compaction, may be newer)."""
-    current = metadata.current_snapshot()
-    if current is None:
-        return {}
-    for i, snap in enumerate(ancestors_of(current, metadata)):
-        if i >= MAX_ANCESTORS:
-            break
-        summary = snap.summary
-        if summary is None:
+def table_offsets(metadata: TableMetadata, group: str,
+                  wanted: set[TopicPartition] | None = None) -> Offsets:
+    """The connector's offsets on the table's current branch: per partition, the one in the
+    newest ancestor snapshot that records it (each commit records the committing task's
+    partitions; other writers' snapshots, say a compaction, record none). Stops early once
+    every `wanted` partition is found."""
+    found: Offsets = {}
+    for snap in ancestors_of(metadata.current_snapshot(), metadata):
+        if snap.summary is None:
             continue
-        props = dict(summary.additional_properties)
-        found = parse_summary(props, group)
-        if found is not None:
-            return found
-    return {}
+        props = parse_summary(dict(snap.summary.additional_properties), group)
+        for tp, off in (props or {}).items():
+            found.setdefault(tp, off)
+        if wanted is not None and wanted.issubset(found):
+            break
+    return found
 
 
 def summary_properties(offsets: Offsets, group: str, task_id: str) -> dict[str, str]:
-    """Snapshot properties recording `offsets` (all partitions, not only this commit's)."""
+    """Snapshot properties recording this task's `offsets` (never other tasks' partitions: a
+    commit pyiceberg retries on top of a concurrent one must not carry stale values over)."""
     by_topic: dict[str, dict[str, int]] = {}
     for tp, off in sorted(offsets.items()):
         by_topic.setdefault(tp.topic, {})[str(tp.partition)] = off

@@ -248,14 +248,13 @@ class TableWriter:
                 self.table = self.catalog.load_table(self.table.name())
             except Exception as e:
                 raise RetriableException(f"cannot load Iceberg table {self.name}: {e}") from e
-            current = table_offsets(self.table.metadata, self.group)
+            current = table_offsets(self.table.metadata, self.group, set(positions))
             moved = {tp: (self.offsets.get(tp), current.get(tp)) for tp in positions
                      if current.get(tp) != self.offsets.get(tp)}
             if moved:
                 raise Fenced(f"offsets of {self.name} changed under this task "
                              f"(expected, found): {moved}")
-            merged = {**current, **positions}
-            props = summary_properties(merged, self.group, self.task_id)
+            props = summary_properties(positions, self.group, self.task_id)
             try:
                 with self.table.transaction() as tx, \
                         tx.update_snapshot(snapshot_properties=props).fast_append() as append:
@@ -269,6 +268,6 @@ class TableWriter:
                 continue
             except Exception as e:
                 raise RetriableException(f"commit to {self.name} failed: {e}") from e
-            self.offsets = merged
+            self.offsets.update(positions)
             self.files = []
             return True
