@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -18,6 +19,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from pyiceberg.catalog import load_catalog
 from pyiceberg.transforms import HourTransform, IdentityTransform
 from pyiceberg.types import LongType, StringType
 
@@ -33,6 +35,7 @@ from tests.integration.connect.iceberg_helpers import (
     wait_rows,
     with_schema,
 )
+from tests.integration.connect.iceberg_rest_catalog import RestCatalogServer
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -225,3 +228,49 @@ def test_missing_table_without_auto_create_fails_with_clear_trace(
             trace = tasks[0]["trace"]
         time.sleep(0.3)
     assert "db.absent does not exist" in trace, worker.log_tail()
+
+
+@pytest.mark.slow
+def test_spark_reads_the_snapshot_parquet_files(samsa_broker: SamsaBroker, worker: ConnectWorker,
+                                                tmp_path: Path, spark: Any) -> None:
+    topic, n = "ice-spark", 1000
+    produce(samsa_broker.bootstrap, topic, [with_schema(ORDER_SCHEMA, order(i)) for i in range(n)])
+    config = sink_config(tmp_path, topic, **{
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true",
+        "iceberg.tables": "shop.spark", "iceberg.tables.default-partition-by": "hour(ts)"})
+    assert worker.create("ice-spark-sink", config).status_code == 201
+    table = wait_rows(catalog_of(tmp_path), "shop.spark", n, log=worker.log_tail)
+    files = data_files(table)
+    df = spark.read.parquet(*files)
+    got = df.selectExpr("count(*) c", "count(distinct id) d", "sum(qty) q", "min(ts) t0").collect()[0]
+    assert (got.c, got.d, got.q) == (n, n, sum(i % 5 for i in range(n)))
+    assert got.t0.replace(tzinfo=None) == spark_local(T0)
+    assert dict(df.dtypes)["ts"] == "timestamp" and dict(df.dtypes)["id"] == "bigint"
+
+
+def spark_local(ts: datetime.datetime) -> datetime.datetime:
+    """Spark's collect() gives naive datetimes in the session time zone (the machine's)."""
+    return ts.astimezone().replace(tzinfo=None)
+
+
+def test_rest_catalog(samsa_broker: SamsaBroker, worker: ConnectWorker, tmp_path: Path) -> None:
+    """iceberg.catalog.type=rest + uri: the sink talks to a REST catalog (a minimal one backed by
+    pyiceberg's SqlCatalog) and its commits carry the offsets like the SQLite catalog's."""
+    topic, n = "ice-rest", 500
+    produce(samsa_broker.bootstrap, topic, [with_schema(ORDER_SCHEMA, order(i)) for i in range(n)])
+    with RestCatalogServer(tmp_path / "rest") as rest:
+        config = sink_config(tmp_path, topic, **{
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter.schemas.enable": "true", "iceberg.tables": "shop.rest",
+            "iceberg.catalog.type": "rest", "iceberg.catalog.uri": rest.url,
+            "iceberg.tables.default-partition-by": "product"})
+        del config["iceberg.catalog.warehouse"]
+        assert worker.create("ice-rest-sink", config).status_code == 201
+        client = load_catalog("rest-client", type="rest", uri=rest.url)
+        table = wait_rows(client, "shop.rest", n, log=worker.log_tail)
+        assert rest.commits >= 1
+    assert sorted(read_all(table).column("id").to_pylist()) == list(range(n))
+    summary = table.current_snapshot().summary.additional_properties
+    assert json.loads(summary[f"kafka.connect.offsets.{topic}.connect-ice-rest-sink"]) == {"0": n}
+    assert not (tmp_path / "catalog.db").exists()  # nothing went to the default SQLite catalog

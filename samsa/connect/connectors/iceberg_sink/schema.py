@@ -198,7 +198,10 @@ def struct_converter(schema: Schema) -> Converter:
     """Struct -> dict; nested values converted only where a field needs it."""
     convs = [(f.name, value_converter(f.schema)) for f in schema.fields]
     if all(c is _identity for _, c in convs):
-        return lambda v: v.as_dict() if isinstance(v, Struct) else v
+        # the hot path: a flat struct's row is its defaults overlaid with the values it holds
+        # (Struct.put validated them), one C-level dict merge instead of a get() per field
+        defaults = {f.name: f.schema.default for f in schema.fields}
+        return lambda v: {**defaults, **v._values} if isinstance(v, Struct) else v
 
     def convert(v: Any) -> Any:
         if not isinstance(v, Struct):
