@@ -1,0 +1,120 @@
+"""IcebergSinkTask driven directly (a real SQLite catalog and warehouse in tmp_path, an in-test
+SinkTaskContext): zombie fencing, rewinds on open(), redeliveries, and the partition-by syntax."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
+
+from samsa.connect.api import TopicPartition
+from samsa.connect.connectors.iceberg_sink import IcebergSinkTask
+from samsa.connect.connectors.iceberg_sink.config import catalog_properties, parse
+from samsa.connect.connectors.iceberg_sink.schema import parse_partition_field
+from samsa.connect.data import INT64_SCHEMA, STRING_SCHEMA, SinkRecord, Struct, struct_schema
+from samsa.connect.errors import ConfigException
+from tests.unit.connect.connectors_ctx import SinkContext
+
+TP = TopicPartition("t", 0)
+SCHEMA = struct_schema([("id", INT64_SCHEMA), ("name", STRING_SCHEMA)])
+
+
+class RecordingContext(SinkContext):
+    def __init__(self, configs: dict[str, str]) -> None:
+        super().__init__(configs)
+        self.assigned = {TP}
+        self.seeks: list[dict[TopicPartition, int]] = []
+
+    def offset(self, offsets: dict[TopicPartition, int]) -> None:
+        self.seeks.append(dict(offsets))
+
+
+def records(lo: int, hi: int) -> list[SinkRecord]:
+    return [SinkRecord("t", 0, None, None, SCHEMA, Struct(SCHEMA, {"id": i, "name": f"n{i}"}),
+                       kafka_offset=i) for i in range(lo, hi)]
+
+
+def started(tmp_path: Path) -> tuple[IcebergSinkTask, RecordingContext]:
+    props = {"name": "s", "iceberg.tables": "db.t", "iceberg.catalog.warehouse": str(tmp_path),
+             "iceberg.tables.auto-create-enabled": "true",
+             "iceberg.control.commit.interval-ms": "0"}
+    task, ctx = IcebergSinkTask(), RecordingContext(props)
+    task.initialize(ctx)
+    task.start(props)
+    task.open([TP])
+    return task, ctx
+
+
+def ids(task: IcebergSinkTask) -> list[int]:
+    assert task.catalog is not None
+    return sorted(task.catalog.load_table("db.t").scan().to_arrow().column("id").to_pylist())
+
+
+def test_a_zombie_never_commits_and_resumes_without_duplicates(tmp_path: Path) -> None:
+    zombie, _ = started(tmp_path)
+    zombie.put(records(0, 100))
+    owner, _ = started(tmp_path)  # the partition moved while the zombie still runs
+    owner.put(records(0, 150))
+    assert owner.pre_commit({TP: 150}) == {TP: 150}
+    # the zombie's commit finds the offsets moved under it: dropped, rewound, nothing committed
+    assert zombie.pre_commit({TP: 100}) == {}
+    assert zombie.context.seeks[-1] == {TP: 0}  # type: ignore[attr-defined]
+    assert ids(owner) == list(range(150))
+    # redelivered from its rewind point, it skips what the table has and appends the rest
+    zombie.put(records(0, 200))
+    assert zombie.pre_commit({TP: 200}) == {TP: 200}
+    assert ids(owner) == list(range(200))
+    for t in (zombie, owner):
+        t.stop()
+
+
+def test_open_rewinds_to_the_tables_offsets_and_redelivery_is_ignored(tmp_path: Path) -> None:
+    first, _ = started(tmp_path)
+    first.put(records(0, 40))
+    first.put(records(20, 60))  # a redelivery (a seek) of offsets already buffered
+    assert first.pre_commit({TP: 60}) == {TP: 60}
+    first.stop()
+    second, ctx = started(tmp_path)
+    assert ctx.seeks == [{TP: 60}]
+    assert ids(second) == list(range(60))
+    second.stop()
+
+
+def test_nothing_is_committed_before_the_interval(tmp_path: Path) -> None:
+    task, _ = started(tmp_path)
+    assert task.cfg is not None
+    task.cfg.commit_interval_ms = 3_600_000
+    task._last_commit = float("inf")  # as if it had just committed
+    task.put(records(0, 10))
+    assert task.pre_commit({TP: 10}) == {}  # the group's offsets wait for the table
+    assert task.catalog is not None
+    assert task.catalog.load_table("db.t").current_snapshot() is None
+    task.stop()
+
+
+def test_partition_by_syntax() -> None:
+    assert parse_partition_field("product") == ("product", IdentityTransform(), "product")
+    assert parse_partition_field("hour(ts)") == ("ts", HourTransform(), "ts_hour")
+    assert parse_partition_field("hours(ts)") == ("ts", HourTransform(), "ts_hour")
+    assert parse_partition_field("days(ts)") == ("ts", DayTransform(), "ts_day")
+    assert parse_partition_field("bucket(id, 16)") == ("id", BucketTransform(16), "id_bucket")
+
+
+def test_config_rules(tmp_path: Path) -> None:
+    with pytest.raises(ConfigException, match="iceberg.tables is required"):
+        parse({})
+    with pytest.raises(ConfigException, match="route-field is required"):
+        parse({"iceberg.tables.dynamic-enabled": "true"})
+    with pytest.raises(ConfigException, match="upsert mode is not supported"):
+        parse({"iceberg.tables": "a.b", "iceberg.tables.upsert-mode-enabled": "true"})
+    cfg = parse({"iceberg.tables": "a.b", "iceberg.table.a.b.partition-by": "hour(ts), kind",
+                 "iceberg.tables.default-partition-by": "x"})
+    assert cfg.table("a.b").partition_by == ["hour(ts)", "kind"]
+    assert cfg.table("a.c").partition_by == ["x"]
+    props = catalog_properties({"iceberg.catalog.warehouse": str(tmp_path / "wh")})
+    assert props == {"type": "sql", "warehouse": f"file://{tmp_path}/wh",
+                     "uri": f"sqlite:///{tmp_path}/wh/catalog.db"}
+    rest = catalog_properties({"iceberg.catalog.type": "rest",
+                               "iceberg.catalog.uri": "http://cat:8181"})
+    assert rest == {"type": "rest", "uri": "http://cat:8181"}
