@@ -118,3 +118,45 @@ def test_config_rules(tmp_path: Path) -> None:
     rest = catalog_properties({"iceberg.catalog.type": "rest",
                                "iceberg.catalog.uri": "http://cat:8181"})
     assert rest == {"type": "rest", "uri": "http://cat:8181"}
+
+
+def routed_records() -> list[SinkRecord]:
+    kinds = ["list", "create", "LIST", "other", None]
+    return [SinkRecord("t", 0, None, None, None, {"id": i, "type": kinds[i % 5]}, kafka_offset=i)
+            for i in range(50)]
+
+
+def run_routing(tmp_path: Path, extra: dict[str, str]) -> IcebergSinkTask:
+    props = {"name": "r", "iceberg.catalog.warehouse": str(tmp_path),
+             "iceberg.tables.auto-create-enabled": "true", "iceberg.tables.route-field": "type",
+             "iceberg.control.commit.interval-ms": "0", **extra}
+    task, ctx = IcebergSinkTask(), RecordingContext(props)
+    task.initialize(ctx)
+    task.start(props)
+    task.open([TP])
+    task.put(routed_records())
+    assert task.pre_commit({TP: 50}) == {TP: 50}
+    return task
+
+
+def table_ids(task: IcebergSinkTask, name: str) -> list[int]:
+    assert task.catalog is not None
+    return sorted(task.catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
+
+
+def test_static_routing_by_route_regex(tmp_path: Path) -> None:
+    task = run_routing(tmp_path, {"iceberg.tables": "ev.lists,ev.creates",
+                                  "iceberg.table.ev.lists.route-regex": "list|LIST",
+                                  "iceberg.table.ev.creates.route-regex": "cre.*"})
+    assert table_ids(task, "ev.lists") == [i for i in range(50) if i % 5 in (0, 2)]
+    assert table_ids(task, "ev.creates") == [i for i in range(50) if i % 5 == 1]
+    task.stop()
+
+
+def test_dynamic_routing_lower_cases_the_table_name(tmp_path: Path) -> None:
+    task = run_routing(tmp_path, {"iceberg.tables.dynamic-enabled": "true"})
+    # the route value names the table (namespace `default` for a bare name), lower-cased
+    assert table_ids(task, "default.list") == [i for i in range(50) if i % 5 in (0, 2)]
+    assert table_ids(task, "default.create") == [i for i in range(50) if i % 5 == 1]
+    assert table_ids(task, "default.other") == [i for i in range(50) if i % 5 == 3]
+    task.stop()
