@@ -160,3 +160,84 @@ def test_dynamic_routing_lower_cases_the_table_name(tmp_path: Path) -> None:
     assert table_ids(task, "default.create") == [i for i in range(50) if i % 5 == 1]
     assert table_ids(task, "default.other") == [i for i in range(50) if i % 5 == 3]
     task.stop()
+
+
+class Reporter:
+    def __init__(self) -> None:
+        self.reported: list[tuple[SinkRecord, Exception]] = []
+
+    def report(self, record: SinkRecord, error: Exception) -> None:
+        self.reported.append((record, error))
+
+
+class ReportingContext(RecordingContext):
+    def __init__(self, configs: dict[str, str]) -> None:
+        super().__init__(configs)
+        self.reporter = Reporter()
+
+    def errant_record_reporter(self) -> Reporter:  # type: ignore[override]
+        return self.reporter
+
+
+def evolving_task(tmp_path: Path, **extra: str) -> tuple[IcebergSinkTask, Reporter]:
+    props = {"name": "e", "iceberg.tables": "db.e", "iceberg.catalog.warehouse": str(tmp_path),
+             "iceberg.tables.auto-create-enabled": "true",
+             "iceberg.tables.evolve-schema-enabled": "true",
+             "iceberg.control.commit.interval-ms": "0", **extra}
+    task, ctx = IcebergSinkTask(), ReportingContext(props)
+    task.initialize(ctx)
+    task.start(props)
+    task.open([TP])
+    return task, ctx.reporter
+
+
+def test_evolution_widens_relaxes_and_refuses(tmp_path: Path) -> None:
+    from samsa.connect.data import (
+        FLOAT32_SCHEMA,
+        FLOAT64_SCHEMA,
+        OPTIONAL_STRING_SCHEMA,
+        STRING_SCHEMA,
+    )
+    task, reporter = evolving_task(tmp_path, **{"iceberg.tables.auto-create-props.owner": "me"})
+    v1 = struct_schema([("id", INT64_SCHEMA), ("name", STRING_SCHEMA), ("f", FLOAT32_SCHEMA)])
+    v2 = struct_schema([("id", INT64_SCHEMA), ("name", OPTIONAL_STRING_SCHEMA),
+                        ("f", FLOAT64_SCHEMA)])
+    bad = struct_schema([("id", STRING_SCHEMA)])
+    recs = [SinkRecord("t", 0, None, None, v1, Struct(v1, {"id": 1, "name": "a", "f": 0.5}),
+                       kafka_offset=0),
+            SinkRecord("t", 0, None, None, v2, Struct(v2, {"id": 2, "name": None, "f": 1e300}),
+                       kafka_offset=1),
+            SinkRecord("t", 0, None, None, bad, Struct(bad, {"id": "x"}), kafka_offset=2)]
+    task.put(recs)
+    assert task.pre_commit({TP: 3}) == {TP: 3}
+    assert task.catalog is not None
+    table = task.catalog.load_table("db.e")
+    schema = table.schema()
+    assert str(schema.find_field("f").field_type) == "double"  # float widened to double
+    assert not schema.find_field("name").required  # required made optional
+    assert str(schema.find_field("id").field_type) == "long"  # long -> string refused ...
+    assert [(r.kafka_offset, "does not fit" in str(e)) for r, e in reporter.reported] == [(2, True)]
+    assert table.properties["owner"] == "me"
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "name": "a", "f": 0.5}, {"id": 2, "name": None, "f": 1e300}]
+    task.stop()
+
+
+def test_null_for_a_required_column_is_reported_and_force_optional(tmp_path: Path) -> None:
+    # the table is created from a schema with required columns; a schemaless map misses one
+    strict, reporter = evolving_task(tmp_path / "b", **{"iceberg.tables.evolve-schema-enabled": "false"})
+    ok = Struct(SCHEMA, {"id": 1, "name": "a"})
+    strict.put([SinkRecord("t", 0, None, None, SCHEMA, ok, kafka_offset=0),
+                SinkRecord("t", 0, None, None, None, {"id": 2, "name": None}, kafka_offset=1)])
+    assert strict.pre_commit({TP: 2}) == {TP: 2}
+    assert strict.catalog is not None
+    assert strict.catalog.load_table("db.e").scan().to_arrow().column("id").to_pylist() == [1]
+    assert [r.kafka_offset for r, _ in reporter.reported] == [1]
+    assert "required column name" in str(reporter.reported[0][1])
+    strict.stop()
+    loose, _ = evolving_task(tmp_path / "c", **{"iceberg.tables.schema-force-optional": "true"})
+    loose.put([SinkRecord("t", 0, None, None, SCHEMA, ok, kafka_offset=0)])
+    assert loose.catalog is not None
+    assert loose.pre_commit({TP: 1}) == {TP: 1}
+    assert all(not f.required for f in loose.catalog.load_table("db.e").schema().fields)
+    loose.stop()

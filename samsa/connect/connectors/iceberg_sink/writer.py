@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, ResolveError, ValidationError
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.manifest import DataFile
 from pyiceberg.schema import Schema as IcebergSchema
@@ -173,7 +173,7 @@ class TableWriter:
                 self.refresh()
                 current = self.table.schema()
                 continue
-            except (ValueError, TypeError) as e:  # pyiceberg's ValidationError is a ValueError
+            except (ValidationError, ResolveError, ValueError, TypeError) as e:  # refused change
                 self._bad(records, DataException(
                     f"record schema does not fit Iceberg table {self.name}: {e}"))
                 return False
