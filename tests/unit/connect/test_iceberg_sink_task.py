@@ -241,3 +241,21 @@ def test_null_for_a_required_column_is_reported_and_force_optional(tmp_path: Pat
     assert loose.pre_commit({TP: 1}) == {TP: 1}
     assert all(not f.required for f in loose.catalog.load_table("db.e").schema().fields)
     loose.stop()
+
+
+def test_schemaless_evolution_adds_columns_and_reports_only_the_bad_row(tmp_path: Path) -> None:
+    task, reporter = evolving_task(tmp_path)
+    task.put([SinkRecord("t", 0, None, None, None, {"id": 1, "name": "a"}, kafka_offset=0)])
+    task.put([SinkRecord("t", 0, None, None, None, {"id": "abc", "name": "c"}, kafka_offset=1),
+              SinkRecord("t", 0, None, None, None, {"id": 2, "name": "b", "extra": True},
+                         kafka_offset=2),
+              SinkRecord("t", 0, None, None, None, {"id": 4, "name": "d"}, kafka_offset=3)])
+    assert task.pre_commit({TP: 4}) == {TP: 4}
+    assert task.catalog is not None
+    table = task.catalog.load_table("db.e")
+    assert not table.schema().find_field("extra").required
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": 1, "name": "a", "extra": None}, {"id": 2, "name": "b", "extra": True},
+                    {"id": 4, "name": "d", "extra": None}]
+    assert [r.kafka_offset for r, _ in reporter.reported] == [1]
+    task.stop()

@@ -136,8 +136,12 @@ class TableWriter:
                 self._bad(records, DataException("schemaless values must be maps to be written "
                                                  "to an Iceberg table"))
                 return
-            if self.evolve:
-                self._evolve(conv.infer_schema(values), records)
+            if self.evolve:  # only new columns: a value of another type is that row's problem
+                existing = self.table.schema().as_struct()
+                new = [f for f in conv.infer_schema(values).fields
+                       if existing.field_by_name(f.name) is None]
+                if new:
+                    self._evolve(IcebergSchema(*new), records, report=False)
             self._append(values, records)
             return
         if self._fits.get(schema) != self.table.schema().schema_id:
@@ -156,7 +160,7 @@ class TableWriter:
                 if schema.type is Type.STRUCT else (lambda v: v)
         self._append([convert(r.value) for r in records], records)
 
-    def _evolve(self, wanted: IcebergSchema, records: list[SinkRecord]) -> bool:
+    def _evolve(self, wanted: IcebergSchema, records: list[SinkRecord], report: bool = True) -> bool:
         """Add missing columns / widen types; False (records reported) if the table cannot take
         them (an incompatible type change)."""
         current = self.table.schema()
@@ -174,6 +178,9 @@ class TableWriter:
                 current = self.table.schema()
                 continue
             except (ValidationError, ResolveError, ValueError, TypeError) as e:  # refused change
+                if not report:
+                    log.warning("cannot evolve %s: %s", self.name, e)
+                    return False
                 self._bad(records, DataException(
                     f"record schema does not fit Iceberg table {self.name}: {e}"))
                 return False
