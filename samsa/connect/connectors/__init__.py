@@ -14,4 +14,6 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.verifiable:VerifiableSinkConnector",
     "io.confluent.kafka.connect.datagen.DatagenConnector":
         "samsa.connect.connectors.datagen:DatagenConnector",
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector":
+        "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }
