@@ -30,6 +30,7 @@ REGISTRY_CONVERTERS = frozenset({
     "io.confluent.connect.avro.AvroConverter",
     "io.confluent.connect.protobuf.ProtobufConverter",
     "io.confluent.connect.json.JsonSchemaConverter",
+    "com.snowflake.kafka.connector.records.SnowflakeAvroConverter",
 })
 RETRY_BACKOFF_MS = 1000
 

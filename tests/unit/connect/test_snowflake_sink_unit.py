@@ -246,3 +246,21 @@ def test_a_second_writer_is_fenced_by_the_stored_offsets(tmp_path: Path) -> None
     assert rows(db) == [(0, i) for i in range(12)]
     a.stop()
     b.stop()
+
+
+# ---- Snowflake's converter names ------------------------------------------------------------
+def test_snowflake_converter_names_resolve_and_read_json() -> None:
+    from samsa.connect.plugins import Plugins, PluginType
+
+    plugins = Plugins()
+    conv = plugins.new("com.snowflake.kafka.connector.records.SnowflakeJsonConverter",
+                       PluginType.CONVERTER)
+    conv.configure({}, False)
+    got = conv.to_connect_data("t", b'{"a": [1, 2.5, "x"], "b": null}')
+    assert got.schema is None and got.value == {"a": [1, 2.5, "x"], "b": None}
+    with pytest.raises(DataException):
+        conv.to_connect_data("t", b"{not json")
+    avro = plugins.new("com.snowflake.kafka.connector.records.SnowflakeAvroConverter",
+                       PluginType.CONVERTER)
+    with pytest.raises(ConfigException, match="schema.registry.url"):
+        avro.configure({}, False)
