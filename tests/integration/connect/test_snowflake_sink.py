@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -25,7 +26,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from samsa.connect.connectors.snowflake.naming import table_name
-from samsa.testing import SamsaBroker
+from samsa.testing import SamsaBroker, free_port
 from samsa.testing.connect import ConnectWorker
 from samsa.testing.postgres import PostgresServer
 from samsa.testing.registry import InProcessRegistry
@@ -82,10 +83,10 @@ def order(i: int) -> dict[str, Any]:
             "status": ("NEW", "PAID", "SHIPPED")[i % 3], "created_at": T0 + i}
 
 
-def produce_avro(bootstrap: str, registry: InProcessRegistry, topic: str, rows: list[dict[str, Any]],
+def produce_avro(bootstrap: str, registry_url: str, topic: str, rows: list[dict[str, Any]],
                  partitions: int = 1) -> int:
     """Avro values (Confluent wire format), string keys, a header; returns the schema id."""
-    client = SchemaRegistryClient({"url": registry.url})
+    client = SchemaRegistryClient({"url": registry_url})
     ser = AvroSerializer(client, ORDER_AVRO)
     ctx = SerializationContext(topic, MessageField.VALUE)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
@@ -148,25 +149,33 @@ def task_state(w: ConnectWorker, name: str) -> tuple[str, str]:
 
 
 # ---- the seeds' JSON ---------------------------------------------------------------------------
-def test_seed_json_avro_into_duckdb(samsa_broker: SamsaBroker, registry: InProcessRegistry,
-                                    tmp_path: Path) -> None:
-    """The seeds' JSON as written: 10,000 Avro order events fill the 10,000-record buffer, which
-    lands in one flush; both columns carry what Snowflake's connector would write."""
-    create_topic(samsa_broker.bootstrap, "order-events")
-    n = 10_000
-    schema_id = produce_avro(samsa_broker.bootstrap, registry, "order-events",
-                             [order(i) for i in range(n)])
+def test_seed_json_avro_into_duckdb_on_samsa_serve(tmp_path: Path) -> None:
+    """`samsa serve --schema-registry --connect` and the seeds' JSON as written (only the URL
+    changed): the embedded worker's converters default to the embedded registry; 10,000 Avro
+    order events fill the 10,000-record buffer, which lands in one flush; both columns carry what
+    Snowflake's connector would write."""
+    rport, cport = free_port(), free_port()
+    registry_url = f"http://127.0.0.1:{rport}"
     db = tmp_path / "warehouse.duckdb"
-    config = dict(SEED["config"], **{"snowflake.url.name": f"duckdb:///{db}"})
     table = "public." + table_name("order-events").lower()
     assert table == "public.order_events_782987144"  # Snowflake's name: _ for '-', + hash
-    with make_worker(samsa_broker.bootstrap, tmp_path, registry) as w:
-        assert w.create(SEED["name"], config).status_code == 201
-        w.wait_state(SEED["name"], "RUNNING", tasks=1, timeout=60)
+    n = 10_000
+    with SamsaBroker(tmp_path / "b", overrides={
+            "schema.registry.enable": "true", "schema.registry.listeners": registry_url,
+            "connect.enable": "true", "connect.listeners": f"http://127.0.0.1:{cport}",
+            "connect.worker.offset.flush.interval.ms": "1000"}) as b, \
+            httpx.Client(base_url=f"http://127.0.0.1:{cport}", timeout=30) as http:
+        create_topic(b.bootstrap, "order-events")
+        schema_id = produce_avro(b.bootstrap, registry_url, "order-events",
+                                 [order(i) for i in range(n)])
+        wait_for(lambda: _health(http), True, 60, "embedded worker up")
+        config = dict(SEED["config"], **{"snowflake.url.name": f"duckdb:///{db}"})
+        resp = http.post("/connectors", json={"name": SEED["name"], "config": config})
+        assert resp.status_code == 201, resp.text
         wait_for(lambda: duck_count(db, table), n, 90, "rows in DuckDB")
-        rows = duck_query(db, f"SELECT record_metadata, record_content FROM {table}")
-        types = duck_query(db, "SELECT column_name, data_type FROM information_schema.columns "
-                               "WHERE table_name = 'order_events_782987144' ORDER BY 1")
+    rows = duck_query(db, f"SELECT record_metadata, record_content FROM {table}")
+    types = duck_query(db, "SELECT column_name, data_type FROM information_schema.columns "
+                           "WHERE table_name = 'order_events_782987144' ORDER BY 1")
     assert types == [("record_content", "JSON"), ("record_metadata", "JSON")]
     seen = {}
     for meta_text, content_text in rows:
@@ -180,6 +189,13 @@ def test_seed_json_avro_into_duckdb(samsa_broker: SamsaBroker, registry: InProce
     offsets = duck_query(db, 'SELECT topic, "partition", next_offset FROM '
                              'public.__samsa_connect_offsets WHERE connector = \'snowflake-sink\'')
     assert offsets == [("order-events", 0, n)]
+
+
+def _health(http: httpx.Client) -> bool:
+    try:
+        return http.get("/health").status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 # ---- Protobuf, topic2table.map, PostgreSQL -----------------------------------------------------
@@ -264,12 +280,12 @@ def test_postgresql_down_and_back_loses_nothing(samsa_broker: SamsaBroker,
         "snowflake.role.name": "LOADER", "buffer.flush.time": "1", "buffer.count.records": "200"})
     table = "public." + table_name(topic).lower()
     with make_worker(samsa_broker.bootstrap, tmp_path, registry) as w:
-        produce_avro(samsa_broker.bootstrap, registry, topic, [order(i) for i in range(1000)], 2)
+        produce_avro(samsa_broker.bootstrap, registry.url, topic, [order(i) for i in range(1000)], 2)
         assert w.create("sf-down", config).status_code == 201
         wait_for(lambda: pg_rows(dsn, f"SELECT count(*) FROM {table}"), [(1000,)], 60, "first half")
         postgres_server.kill()
         try:
-            produce_avro(samsa_broker.bootstrap, registry, topic,
+            produce_avro(samsa_broker.bootstrap, registry.url, topic,
                          [order(i) for i in range(1000, 2000)], 2)
             time.sleep(4)  # several flush attempts fail meanwhile
             assert task_state(w, "sf-down")[0] == "RUNNING"
@@ -312,11 +328,11 @@ def test_unconvertible_records_go_to_the_dlq(samsa_broker: SamsaBroker, registry
     dlq = f"dlq-{uuid.uuid4().hex[:6]}"
     create_topic(samsa_broker.bootstrap, topic)
     good = [order(i) for i in range(20)]
-    produce_avro(samsa_broker.bootstrap, registry, topic, good[:10])
+    produce_avro(samsa_broker.bootstrap, registry.url, topic, good[:10])
     p = Producer({"bootstrap.servers": samsa_broker.bootstrap})
     p.produce(topic, key="bad", value=b"not avro at all")
     assert p.flush(10) == 0
-    produce_avro(samsa_broker.bootstrap, registry, topic,
+    produce_avro(samsa_broker.bootstrap, registry.url, topic,
                  [dict(order(99), total=float("nan"))] + good[10:])
     db = tmp_path / "dlq.duckdb"
     config = dict(SEED["config"], **{
@@ -362,3 +378,4 @@ def test_validation_rejects_a_snowflake_account_url(samsa_broker: SamsaBroker,
         assert body["error_count"] >= 1
         assert any("duckdb:///" in e for e in errs["snowflake.url.name"]), errs
         assert w.create("sf-invalid", SEED["config"]).status_code == 400
+
