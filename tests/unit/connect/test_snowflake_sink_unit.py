@@ -264,3 +264,26 @@ def test_snowflake_converter_names_resolve_and_read_json() -> None:
                        PluginType.CONVERTER)
     with pytest.raises(ConfigException, match="schema.registry.url"):
         avro.configure({}, False)
+
+
+def test_an_incompatible_existing_table_fails_with_its_missing_column(tmp_path: Path) -> None:
+    from samsa.connect.errors import ConnectException
+
+    db = tmp_path / "old.duckdb"
+    with duckdb.connect(str(db)) as conn:
+        conn.execute("CREATE SCHEMA public; CREATE TABLE public.orders (record_metadata JSON)")
+    task, _ = started_task(db)
+    tp = TopicPartition("orders", 0)
+    task.open([tp])
+    with pytest.raises(ConnectException, match="no RECORD_CONTENT column"):
+        task.put(batch(range(0, 6)))
+    task.stop()
+
+
+def test_mapped_table_names_keep_their_schema_part(tmp_path: Path) -> None:
+    task, _ = started_task(tmp_path / "m.duckdb")
+    assert task.warehouse is not None
+    assert task.warehouse.qualified("ORDERS") == "public.orders"
+    assert task.warehouse.qualified("SALES.ORDERS") == "sales.orders"
+    assert task.warehouse.qualified("STREAMING.SALES.ORDERS") == "sales.orders"
+    task.stop()
