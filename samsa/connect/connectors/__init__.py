@@ -18,4 +18,6 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
     "io.tabular.iceberg.connect.IcebergSinkConnector":
         "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector":
+        "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }
