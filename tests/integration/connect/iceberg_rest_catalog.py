@@ -40,11 +40,11 @@ def _namespace(raw: str) -> tuple[str, ...]:
 
 
 class RestCatalogServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, port: int | None = None) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.catalog = SqlCatalog("rest-backend", uri=f"sqlite:///{directory}/rest.db",
                                   warehouse=f"file://{directory}")
-        self.port = free_port()
+        self.port = port or free_port()
         self.commits = 0
         routes = [
             Route("/v1/config", self.config, methods=["GET"]),

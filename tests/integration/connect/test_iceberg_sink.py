@@ -23,7 +23,7 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.transforms import HourTransform, IdentityTransform
 from pyiceberg.types import LongType, StringType
 
-from samsa.testing import SamsaBroker
+from samsa.testing import SamsaBroker, free_port
 from samsa.testing.connect import ConnectWorker
 from samsa.testing.registry import InProcessRegistry
 from tests.integration.connect.iceberg_helpers import (
@@ -274,3 +274,57 @@ def test_rest_catalog(samsa_broker: SamsaBroker, worker: ConnectWorker, tmp_path
     summary = table.current_snapshot().summary.additional_properties
     assert json.loads(summary[f"kafka.connect.offsets.{topic}.connect-ice-rest-sink"]) == {"0": n}
     assert not (tmp_path / "catalog.db").exists()  # nothing went to the default SQLite catalog
+
+
+def test_catalog_down_and_back_loses_and_duplicates_nothing(
+        samsa_broker: SamsaBroker, worker: ConnectWorker, tmp_path: Path) -> None:
+    """The REST catalog goes away mid-load: commits fail and are retried, the task keeps
+    running, and once the catalog is back the table holds every record exactly once."""
+    topic = "ice-down"
+    first = [with_schema(ORDER_SCHEMA, order(i)) for i in range(500)]
+    second = [with_schema(ORDER_SCHEMA, order(i)) for i in range(500, 1000)]
+    produce(samsa_broker.bootstrap, topic, first)
+    rest = RestCatalogServer(tmp_path / "rest").__enter__()
+    port = rest.port
+    config = sink_config(tmp_path, topic, **{
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter.schemas.enable": "true", "iceberg.tables": "shop.down",
+        "iceberg.catalog.type": "rest", "iceberg.catalog.uri": rest.url,
+        "iceberg.control.commit.interval-ms": "300"})
+    del config["iceberg.catalog.warehouse"]
+    try:
+        assert worker.create("ice-down-sink", config).status_code == 201
+        client = load_catalog("rest-client", type="rest", uri=rest.url)
+        wait_rows(client, "shop.down", 500, log=worker.log_tail)
+        rest.__exit__(None, None, None)  # the catalog is down ...
+        produce(samsa_broker.bootstrap, topic, second)
+        time.sleep(4)  # ... while the task buffers and its commits fail
+        assert worker.status("ice-down-sink")["tasks"][0]["state"] == "RUNNING"
+        failed = [line for line in worker.log_tail(200_000).splitlines()
+                  if "ice-down-sink" in line and "pre_commit failed" in line]
+        assert failed, "no commit failed while the catalog was down"
+        rest = RestCatalogServer(tmp_path / "rest", port=port).__enter__()  # ... and back
+        table = wait_rows(client, "shop.down", 1000, log=worker.log_tail)
+        time.sleep(1.5)
+        table = client.load_table("shop.down")
+    finally:
+        rest.__exit__(None, None, None)
+    ids = read_all(table).column("id").to_pylist()
+    assert sorted(ids) == list(range(1000))
+    assert worker.status("ice-down-sink")["tasks"][0]["state"] == "RUNNING"
+
+
+def test_unreachable_catalog_fails_the_task_with_a_clear_trace(
+        worker: ConnectWorker, tmp_path: Path) -> None:
+    config = sink_config(tmp_path, "ice-nowhere", **{
+        "iceberg.tables": "db.t", "iceberg.catalog.type": "rest",
+        "iceberg.catalog.uri": f"http://127.0.0.1:{free_port()}"})
+    assert worker.create("ice-nowhere-sink", config).status_code == 201
+    deadline = time.monotonic() + 60
+    trace = ""
+    while time.monotonic() < deadline and not trace:
+        tasks = worker.status("ice-nowhere-sink")["tasks"]
+        if tasks and tasks[0]["state"] == "FAILED":
+            trace = tasks[0]["trace"]
+        time.sleep(0.3)
+    assert "cannot load Iceberg catalog 'iceberg' (rest)" in trace, worker.log_tail()
