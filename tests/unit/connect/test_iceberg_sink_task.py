@@ -6,14 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pyiceberg.transforms import BucketTransform, DayTransform, HourTransform, IdentityTransform
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    TruncateTransform,
+    YearTransform,
+)
 
 from samsa.connect.api import TopicPartition
 from samsa.connect.connectors.iceberg_sink import IcebergSinkTask
 from samsa.connect.connectors.iceberg_sink.config import catalog_properties, parse
 from samsa.connect.connectors.iceberg_sink.schema import parse_partition_field
 from samsa.connect.data import INT64_SCHEMA, STRING_SCHEMA, SinkRecord, Struct, struct_schema
-from samsa.connect.errors import ConfigException
+from samsa.connect.errors import ConfigException, DataException
 from tests.unit.connect.connectors_ctx import SinkContext
 
 TP = TopicPartition("t", 0)
@@ -99,6 +107,31 @@ def test_partition_by_syntax() -> None:
     assert parse_partition_field("hours(ts)") == ("ts", HourTransform(), "ts_hour")
     assert parse_partition_field("days(ts)") == ("ts", DayTransform(), "ts_day")
     assert parse_partition_field("bucket(id, 16)") == ("id", BucketTransform(16), "id_bucket")
+    assert parse_partition_field("truncate(name, 2)") == ("name", TruncateTransform(2),
+                                                          "name_trunc")
+    assert parse_partition_field("years(ts)") == ("ts", YearTransform(), "ts_year")
+    assert parse_partition_field("month(ts)") == ("ts", MonthTransform(), "ts_month")
+    with pytest.raises(DataException, match="unsupported partition transform"):
+        parse_partition_field("void(x)")
+
+
+def test_bucket_and_truncate_partitioned_writes(tmp_path: Path) -> None:
+    props = {"name": "p", "iceberg.tables": "db.p", "iceberg.catalog.warehouse": str(tmp_path),
+             "iceberg.tables.auto-create-enabled": "true",
+             "iceberg.tables.default-partition-by": "bucket(id, 4), truncate(name, 2)",
+             "iceberg.control.commit.interval-ms": "0"}
+    task, ctx = IcebergSinkTask(), RecordingContext(props)
+    task.initialize(ctx)
+    task.start(props)
+    task.open([TP])
+    task.put(records(0, 40))
+    assert task.pre_commit({TP: 40}) == {TP: 40}
+    assert task.catalog is not None
+    table = task.catalog.load_table("db.p")
+    assert [f.name for f in table.spec().fields] == ["id_bucket", "name_trunc"]
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(40))
+    assert table.inspect.partitions().num_rows > 4  # buckets x name prefixes
+    task.stop()
 
 
 def test_config_rules(tmp_path: Path) -> None:

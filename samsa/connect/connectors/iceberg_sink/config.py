@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,7 @@ CONFIG_DEF = (
             "Route each record to the table named by its route field instead of iceberg.tables")
     .define(ROUTE_FIELD, ConfigType.STRING, None, None, Importance.MEDIUM,
             "The record field (dotted for nested) that routes records to tables")
-    .define(DEFAULT_PARTITION_BY, ConfigType.LIST, "", None, Importance.MEDIUM,
+    .define(DEFAULT_PARTITION_BY, ConfigType.STRING, "", None, Importance.MEDIUM,
             "Partition fields for auto-created tables: col, hour(col), day(col), month(col), "
             "year(col), bucket(col, N), truncate(col, N)")
     .define(AUTO_CREATE, ConfigType.BOOLEAN, False, None, Importance.MEDIUM,
@@ -97,6 +98,12 @@ def _list(value: Any) -> list[str]:
     return [str(v).strip() for v in value if str(v).strip()]
 
 
+def _partition_fields(value: Any) -> list[str]:
+    """Comma-separated partition fields; commas inside a transform's parentheses
+    (`bucket(id, 16)`) do not split, as in Iceberg's sink."""
+    return [p.strip() for p in re.split(r",(?![^()]*\))", str(value or "")) if p.strip()]
+
+
 def catalog_properties(props: dict[str, str]) -> dict[str, str]:
     """`iceberg.catalog.*` as pyiceberg's load_catalog takes them; with none of type / uri /
     warehouse given, a SQLite SqlCatalog in a local warehouse directory."""
@@ -142,7 +149,7 @@ def parse(props: dict[str, str]) -> IcebergSinkConfig:
         catalog_name=str(cfg.get(CATALOG_NAME)), catalog_props=catalog_properties(props),
         auto_create_props=cfg.originals_with_prefix(AUTO_CREATE_PROPS),
         file_rows=int(cfg.get(FILE_ROWS)),
-        default_partition_by=_list(cfg.get(DEFAULT_PARTITION_BY)))
+        default_partition_by=_partition_fields(cfg.get(DEFAULT_PARTITION_BY)))
     # iceberg.table.<name>.<setting>: table names contain dots, settings do not
     per: dict[str, dict[str, str]] = {}
     for key, value in props.items():
@@ -152,7 +159,7 @@ def parse(props: dict[str, str]) -> IcebergSinkConfig:
                 per.setdefault(name, {})[setting] = value
     for name, settings in per.items():
         out.table_configs[name] = TableConfig(
-            partition_by=_list(settings["partition-by"]) if "partition-by" in settings
+            partition_by=_partition_fields(settings["partition-by"]) if "partition-by" in settings
             else list(out.default_partition_by),
             route_regex=settings.get("route-regex"))
     return out
