@@ -206,6 +206,10 @@ class JdbcSinkConnector(SinkConnector):
                                "change them there")
 
 
+_Copy = tuple[str, tuple[str, ...], tuple[str, ...] | None]
+_COPY_UPSERT_MIN = 50  # below this, a pipelined executemany is as fast as staging via COPY
+
+
 @dataclass
 class _Op:
     """One record's effect on its table: a row to write, or a key to delete."""
@@ -388,10 +392,14 @@ class JdbcSinkTask(SinkTask):
         assert db is not None and offsets_table is not None
         live = [op for op in ops if self._ensure_table(op)]
         copy_rows = getattr(db, "copy_rows", None)  # PostgreSQL's COPY: the fastest insert
+        copy_upsert = getattr(db, "copy_upsert", None)
         with db.transaction():
             for sql, rows, copy in self._statements(live):
-                if copy is not None and copy_rows is not None:
+                if copy is not None and copy[2] is None and copy_rows is not None:
                     copy_rows(copy[0], copy[1], rows)
+                elif copy is not None and copy[2] is not None and copy_upsert is not None and \
+                        len(rows) >= _COPY_UPSERT_MIN:
+                    copy_upsert(copy[0], copy[1], copy[2], rows)
                 else:
                     db.executemany(sql, rows)
             offsets_table.write(self.connector, {(tp.topic, tp.partition): o
@@ -400,8 +408,9 @@ class JdbcSinkTask(SinkTask):
             self._db_next[tp] = max(o, self._db_next.get(tp, 0))
 
     def _statements(self, ops: list[_Op]) -> Iterator[tuple[str, list[tuple[Any, ...]],
-                                                           tuple[str, tuple[str, ...]] | None]]:
-        """(sql, parameter rows, (table, columns) when COPY may replace the INSERT)."""
+                                                           _Copy | None]]:
+        """(sql, parameter rows, (table, columns, upsert keys or None) when a COPY may do the
+        statement's work)."""
         s, db = self.settings, self.db
         assert s is not None and db is not None
         d = db.dialect
@@ -418,7 +427,8 @@ class JdbcSinkTask(SinkTask):
                 if delete:
                     yield d.delete(table, keys), [op.key for op in group], None
                 elif s.insert_mode == "upsert":
-                    yield d.upsert(table, keys + values, keys), [op.row for op in group], None
+                    yield (d.upsert(table, keys + values, keys), [op.row for op in group],
+                           (table, keys + values, keys))
                 elif values:
                     n = len(keys)
                     yield d.update(table, values, keys), [op.row[n:] + op.key for op in group], None
@@ -434,14 +444,14 @@ class JdbcSinkTask(SinkTask):
             yield self._insert_run(run)
 
     def _insert_run(self, run: list[_Op]) -> tuple[str, list[tuple[Any, ...]],
-                                                     tuple[str, tuple[str, ...]] | None]:
+                                                     _Copy | None]:
         assert self.db is not None
         d = self.db.dialect
         first = run[0]
         if first.delete:
             return d.delete(first.table, first.layout.key_columns), [op.key for op in run], None
         names = first.layout.names
-        return d.insert(first.table, names), [op.row for op in run], (first.table, names)
+        return d.insert(first.table, names), [op.row for op in run], (first.table, names, None)
 
     # ---- tables ---------------------------------------------------------------------------
     def _ensure_table(self, op: _Op) -> bool:

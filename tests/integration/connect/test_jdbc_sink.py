@@ -253,13 +253,15 @@ def test_wrong_password_fails_the_task_with_a_trace(
     query(postgres_server.dsn(), "SELECT pg_reload_conf()")
     try:
         config = json_sink("jdbc-auth", postgres_server.jdbc_url("jdbc_auth"), "jdbc-auth", **{
-            "connection.user": "app", "connection.password": "wrong", "connection.attempts": "1"})
+            "connection.user": "app", "connection.password": "not-the-s3cret",
+            "connection.attempts": "1"})
         config.pop("name")
         assert worker.create("jdbc-auth", config).status_code == 201
         st = wait_for(lambda: _task_failed(worker, "jdbc-auth"), 60, "the task to fail",
                       worker.log_tail)
         trace = st["tasks"][0]["trace"]
         assert "password authentication failed" in trace and "ConnectException" in trace, trace
+        assert "not-the-s3cret" not in trace
         assert st["connector"]["state"] == "RUNNING"
     finally:
         hba.write_text(original)
