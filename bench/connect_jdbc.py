@@ -12,6 +12,10 @@ Timed from the first stored row to the last (the task's start-up excluded; "incl
 it): the database's own offset table says how far the sink got, so the figure counts rows that
 are committed, offsets included (exactly-once). DuckDB is read back after the connector stops
 (one writer process per file).
+
+Then, to separate the sink from the runtime around it (consumer, JsonConverter), the same records
+already converted are handed to JdbcSinkTask.put in this process, 500 per put (the worker's
+batch), upsert mode: "put only" rows/s, and the JsonConverter alone (key + value) for comparison.
 """
 
 from __future__ import annotations
@@ -102,6 +106,55 @@ def run(w: ConnectWorker, name: str, config: dict[str, str], n: int,
             "seconds": last - created}
 
 
+class _Context:
+    """The SinkTaskContext a task needs outside a worker (no rewinds, no DLQ)."""
+
+    configs: dict[str, str] = {}
+
+    def offset(self, offsets: Any) -> None:
+        pass
+
+    def timeout(self, timeout_ms: int) -> None:
+        pass
+
+    def errant_record_reporter(self) -> None:
+        return None
+
+
+def put_only(urls: dict[str, str], n: int) -> dict[str, float]:
+    from samsa.connect.connectors.jdbc_sink import JdbcSinkTask
+    from samsa.connect.converters.json_converter import JsonConverter
+    from samsa.connect.data import SinkRecord
+
+    kc, vc = JsonConverter(), JsonConverter()
+    kc.configure({"schemas.enable": "true"}, True)
+    vc.configure({"schemas.enable": "true"}, False)
+    raw = [(json.dumps({"schema": KEY, "payload": i % 20_000}).encode(),
+            json.dumps({"schema": VALUE, "payload": {
+                "seq": i, "customer": f"customer-{i % 977}", "product": f"product-{i % 31}",
+                "qty": i % 9 + 1, "price": (i % 1000) / 10}}).encode()) for i in range(n)]
+    t = time.perf_counter()
+    records = []
+    for i, (k, v) in enumerate(raw):
+        ks, vs = kc.to_connect_data(TOPIC, k), vc.to_connect_data(TOPIC, v)
+        records.append(SinkRecord(TOPIC, 0, ks.schema, ks.value, vs.schema, vs.value,
+                                  kafka_offset=i))
+    out = {"JsonConverter alone": n / (time.perf_counter() - t)}
+    for label, url in urls.items():
+        task = JdbcSinkTask()
+        task.initialize(_Context())  # type: ignore[arg-type]
+        task.start({"name": f"put-{label}", "connection.url": url, "connection.user": "postgres",
+                    "insert.mode": "upsert", "pk.mode": "record_key", "pk.fields": "id",
+                    "auto.create": "true", "table.name.format": "put_only"})
+        task.put(records[:1])
+        t = time.perf_counter()
+        for i in range(1, n, 500):
+            task.put(records[i:i + 500])
+        out[f"put only, {label}"] = (n - 1) / (time.perf_counter() - t)
+        task.stop()
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=100_000)
@@ -141,10 +194,15 @@ def main() -> int:
                 want = 20_000 if mode == "upsert" else n
                 assert row is not None and row[0] == min(want, n), row
                 print(f"duckdb {mode}: {results[f'duckdb {mode}']}", flush=True)
+        pg.create_database("bench_put")
+        inproc = put_only({"postgresql upsert": pg.jdbc_url("bench_put"),
+                           "duckdb upsert": f"jdbc:duckdb:{Path(tmp) / 'put.duckdb'}"}, n)
     print(f"\nJDBC sink, one task, {n} records (JSON with schemas, 5 fields):")
     for k, v in results.items():
         print(f"  {k:18s} {v['rows_per_s']:>10,.0f} rows/s   "
               f"({v['incl_start_rows_per_s']:,.0f} rows/s incl. task start, {v['seconds']:.1f} s)")
+    for k, r in inproc.items():
+        print(f"  {k:30s} {r:>10,.0f} rows/s (in process)")
     return 0
 
 

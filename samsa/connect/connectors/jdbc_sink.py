@@ -233,6 +233,7 @@ class JdbcSinkTask(SinkTask):
         self._db_next: dict[TopicPartition, int] = {}  # what the database holds, per partition
         self._assigned: set[TopicPartition] = set()
         self._reload = False  # after a retriable error: the database is the truth again
+        self._loaded = False  # the offsets of the assigned partitions were read (and sought)
         self._retries = 0
         self._tables: dict[str, dict[str, str]] = {}  # table -> columns, as last read
         self._checked: set[tuple[str, tuple[str, ...]]] = set()
@@ -274,14 +275,18 @@ class JdbcSinkTask(SinkTask):
         except RetriableException as e:  # the database is down: load before the next write
             log.warning("JDBC sink %s: cannot read stored offsets yet: %s", self.connector, e)
             self._reload = True
+            self._loaded = False
 
     def close(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self._assigned.discard(tp)
             self._db_next.pop(tp, None)
 
-    def _load(self, partitions: list[TopicPartition] | set[TopicPartition]) -> None:
-        """Read the offsets the database holds and rewind the consumer to them."""
+    def _load(self, partitions: list[TopicPartition] | set[TopicPartition],
+              rewind: bool = True) -> None:
+        """Read the offsets the database holds; on assignment, rewind the consumer to them.
+        (After a retriable error only the in-memory copy is refreshed: records below it are
+        dropped when they come.)"""
         assert self.offsets is not None
         stored = self.offsets.read(self.connector)
         seek: dict[TopicPartition, int] = {}
@@ -290,7 +295,8 @@ class JdbcSinkTask(SinkTask):
             if off is not None:
                 self._db_next[tp] = off
                 seek[tp] = off
-        if seek:
+        self._loaded = True
+        if seek and rewind:
             log.info("JDBC sink %s: resuming from the offsets in the database: %s", self.connector,
                      {f"{tp.topic}-{tp.partition}": o for tp, o in sorted(seek.items())})
             self.context.offset(seek)
@@ -303,7 +309,7 @@ class JdbcSinkTask(SinkTask):
         assert s is not None
         try:
             if self._reload:
-                self._load(self._assigned)
+                self._load(self._assigned, rewind=not self._loaded)
                 self._reload = False
             self._put(records)
             self._retries = 0
