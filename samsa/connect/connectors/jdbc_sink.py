@@ -200,7 +200,9 @@ class JdbcSinkConnector(SinkConnector):
         return values
 
     def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
-        # The database's offset table wins on the next assignment: refuse silently-ignored edits.
+        """KIP-875: the offsets that count are in the database (they win on the next assignment),
+        so an edit of the group's offsets would be ignored: refuse it. (Samsa's runtime does not
+        consult sink connectors yet; docs/compatibility.md says what happens then.)"""
         raise ConnectException("The JDBC sink keeps its offsets in the target database "
                                f"(table {props.get(OFFSETS_TABLE, '__samsa_connect_offsets')}); "
                                "change them there")
