@@ -21,8 +21,10 @@ from samsa.connect.data import (
     INT64_SCHEMA,
     OPTIONAL_STRING_SCHEMA,
     STRING_SCHEMA,
+    Schema,
     SinkRecord,
     Struct,
+    Type,
     array_schema,
     map_schema,
     struct_schema,
@@ -205,3 +207,35 @@ def test_upsert_batch_keeps_the_last_change_per_key(tmp_path: Path) -> None:
            rec(4, 3, None), rec(5, 4, row("d", 4)), rec(6, 4, None), rec(7, 4, row("e", 5))])
     t.stop()
     assert read(path, "SELECT id, name, qty FROM t ORDER BY id") == [(2, "c", 3), (4, "e", 5)]
+
+
+def test_auto_create_and_evolve_rules(tmp_path: Path) -> None:
+    """auto.create: NOT NULL for required fields, DEFAULT from the schema; auto.evolve adds
+    optional or defaulted fields and refuses a required one without default (the record is
+    reported, the table unchanged)."""
+    path = tmp_path / "db.duckdb"
+    ctx = Context()
+    t = task(path, ctx, **{"auto.evolve": "true", "pk.mode": "kafka"})
+    t.open([TopicPartition("t", 0)])
+    v1 = struct_schema([("name", STRING_SCHEMA),
+                        ("qty", Schema(Type.INT32, default=7))])
+    v2 = struct_schema([*((f.name, f.schema) for f in v1.fields),
+                        ("note", OPTIONAL_STRING_SCHEMA), ("level", Schema(Type.INT64, default=3))])
+    v3 = struct_schema([*((f.name, f.schema) for f in v2.fields), ("must", STRING_SCHEMA)])
+
+    def r(offset: int, schema: Schema, **values: Any) -> SinkRecord:
+        return SinkRecord("t", 0, None, None, schema, Struct(schema, values), kafka_offset=offset)
+    t.put([r(0, v1, name="a", qty=1)])
+    t.put([r(1, v2, name="b", qty=2, note="n", level=4), r(2, v3, name="c", qty=3, note=None,
+                                                          level=5, must="x")])
+    t.stop()
+    assert [rec.kafka_offset for rec, _ in ctx.reported] == [2]
+    assert "not optional and does not have a default" in str(ctx.reported[0][1])
+    cols = read(path, "SELECT column_name, is_nullable, column_default FROM "
+                      "information_schema.columns WHERE table_name = 't' ORDER BY ordinal_position")
+    assert [c[:2] for c in cols] == [("__connect_topic", "NO"), ("__connect_partition", "NO"),
+                                     ("__connect_offset", "NO"), ("name", "NO"), ("qty", "NO"),
+                                     ("note", "YES"), ("level", "NO")]  # old rows get 3
+    assert [str(c[2]) for c in cols[4:]] == ["7", "None", "3"]
+    assert read(path, "SELECT name, qty, note, level FROM t ORDER BY name") == \
+        [("a", 1, None, 3), ("b", 2, "n", 4)]
