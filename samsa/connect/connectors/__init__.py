@@ -18,6 +18,8 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
     "io.tabular.iceberg.connect.IcebergSinkConnector":
         "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
+    "io.confluent.connect.jdbc.JdbcSinkConnector":
+        "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
     "com.snowflake.kafka.connector.SnowflakeSinkConnector":
         "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }
