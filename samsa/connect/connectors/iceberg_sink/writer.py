@@ -27,7 +27,7 @@ from .offsets import Offsets, summary_properties, table_offsets
 
 log = logging.getLogger("samsa.connect.iceberg")
 
-Report = Callable[[SinkRecord, Exception], None]
+Report = Callable[[SinkRecord, Exception], object]  # ErrantRecordReporter.report (a Future)
 
 
 class Fenced(ConnectException):
