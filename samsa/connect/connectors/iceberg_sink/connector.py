@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ...api import SinkConnector, Task, TopicPartition
 from ...config_def import ConfigDef, ConfigValue
-from ...errors import ConfigException
+from ...errors import ConfigException, ConnectException
 from .config import CONFIG_DEF, TABLES, parse
 from .task import TASK_ID, IcebergSinkTask
 
@@ -42,5 +42,8 @@ class IcebergSinkConnector(SinkConnector):
         return values
 
     def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
-        # The tables' snapshot offsets win on the next open(): altering the group's is allowed.
-        return True
+        """KIP-875: the offsets that count are in the tables' snapshot summaries (they win on the
+        next assignment); rewriting table history is not offered, so an edit is refused rather
+        than silently ignored."""
+        raise ConnectException("The Iceberg sink keeps its offsets in the tables' snapshot "
+                               "summaries (kafka.connect.offsets.*); they cannot be altered here")
