@@ -151,8 +151,30 @@ class WorkerSinkTask(WorkerTask):
             self.sink_task.open(tps)
         except Exception as e:  # the task fails on its next loop
             self.failed = e
+        self._assign_with_seeks(consumer, partitions)
         if self.paused:
             consumer.pause(partitions)
+
+    def _assign_with_seeks(self, consumer: Consumer, partitions: list[KafkaTP]) -> None:
+        """Offsets open() asked for (context.offset) become the new partitions' start positions
+        right in the assignment, as Kafka rewinds before the first record is delivered; a seek on
+        the next loop turn would come after this poll's records from the committed offsets."""
+        starts: list[KafkaTP] = []
+        for p in partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            off = self._seek.pop(tp, None)
+            if off is not None:
+                self.current[tp] = off
+            starts.append(KafkaTP(p.topic, p.partition) if off is None else
+                          KafkaTP(p.topic, p.partition, off))
+        if len(starts) == 0:
+            return
+        # Assigning here replaces the client's own assign after the callback.
+        strategy = str(self.settings.consumer_config.get("partition.assignment.strategy", ""))
+        if "cooperative" in strategy:
+            consumer.incremental_assign(starts)
+        else:
+            consumer.assign(starts)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTP]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]
