@@ -14,4 +14,6 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.verifiable:VerifiableSinkConnector",
     "io.confluent.kafka.connect.datagen.DatagenConnector":
         "samsa.connect.connectors.datagen:DatagenConnector",
+    "io.confluent.connect.jdbc.JdbcSinkConnector":
+        "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
 }

@@ -127,6 +127,13 @@ def test_upsert_batch_transaction_and_columns(db: Database) -> None:
         db.executemany(up, [(i, f"m{i}", None) for i in range(500, 1500)])
     rows = db.execute(f"SELECT count(*), count(price), min(name) FROM {d.table('items')}")
     assert rows == [(1500, 500, "m1000")]
+    db.executemany(d.update("items", ["name"], ["id"]), [("u0", 0), ("u1", 1)])
+    # a column Arrow cannot type (int and str mixed) still works (DuckDB's row-by-row path)
+    db.executemany(d.update("items", ["name", "price"], ["id"]),
+                   [("u2", 1, 2), ("u3", "2.5", 3)])
+    rows = db.execute(f"SELECT id, name, price FROM {d.table('items')} WHERE id < 4 ORDER BY id")
+    p = decimal.Decimal("1.50")
+    assert rows == [(0, "u0", p), (1, "u1", p), (2, "u2", 1), (3, "u3", decimal.Decimal("2.5"))]
     with pytest.raises(RuntimeError), db.transaction():  # an exception rolls the batch back
         db.executemany(d.delete("items", ["id"]), [(i,) for i in range(100)])
         raise RuntimeError("boom")
