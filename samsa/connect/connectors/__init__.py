@@ -16,4 +16,6 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.datagen:DatagenConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector":
+        "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }
