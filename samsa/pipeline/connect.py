@@ -38,7 +38,7 @@ def sink_config(warehouse_url: str, registry_url: str) -> dict[str, str]:
         "snowflake.schema.name": "PUBLIC",
         "snowflake.topic2table.map": f"{TOPIC}:{RAW_TABLE}",
         "buffer.count.records": "10000",
-        "buffer.flush.time": "1",
+        "buffer.flush.time": "10",  # the least Snowflake allows with SNOWPIPE (the seeds say 60)
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "io.confluent.connect.protobuf.ProtobufConverter",
         "value.converter.schema.registry.url": registry_url,

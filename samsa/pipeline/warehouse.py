@@ -24,7 +24,8 @@ BATCHES = "spark_committed_batches"
 REVENUE_COLUMNS = ("window_start", "window_end", "product_id", "orders", "units", "revenue_cents",
                    "spark_batch")
 REVENUE_KEYS = ("window_start", "product_id")
-RAW_TABLE = "ORDER_EVENTS"  # the Connect sink's table (snowflake.topic2table.map)
+RAW_TABLE = "ORDER_EVENTS"  # snowflake.topic2table.map's name for the topic
+RAW_QUALIFIED = "public.order_events"  # where the sink creates it (schema PUBLIC; names folded)
 RETRY_S = 60.0
 
 
@@ -130,15 +131,14 @@ def batches_committed(db: Database) -> int:
     return int(db.execute(f"SELECT count(*) FROM {db.dialect.table(BATCHES)}")[0][0])
 
 
-def read_raw(db: Database, table: str = RAW_TABLE) -> list[tuple[Any, ...]]:
+def read_raw(db: Database, table: str = RAW_QUALIFIED) -> list[tuple[Any, ...]]:
     """(partition, offset, order_id) of every row the Connect sink landed (Snowflake's layout:
     RECORD_METADATA and RECORD_CONTENT as JSON)."""
-    d = db.dialect
     if db.kind == "postgresql":
-        sql = (f"SELECT (\"RECORD_METADATA\"->>'partition')::int, (\"RECORD_METADATA\"->>'offset')::bigint, "
-               f"\"RECORD_CONTENT\"->>'order_id' FROM {d.table(table)}")
+        sql = ("SELECT (record_metadata->>'partition')::int, (record_metadata->>'offset')::bigint, "
+               f"record_content->>'order_id' FROM {table}")
     else:
-        sql = (f"SELECT CAST(json_extract_string(\"RECORD_METADATA\", '$.partition') AS INTEGER), "
-               f"CAST(json_extract_string(\"RECORD_METADATA\", '$.offset') AS BIGINT), "
-               f"json_extract_string(\"RECORD_CONTENT\", '$.order_id') FROM {d.table(table)}")
+        sql = ("SELECT CAST(json_extract_string(record_metadata, '$.partition') AS INTEGER), "
+               "CAST(json_extract_string(record_metadata, '$.offset') AS BIGINT), "
+               f"json_extract_string(record_content, '$.order_id') FROM {table}")
     return db.execute(sql)
