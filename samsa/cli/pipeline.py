@@ -117,23 +117,24 @@ def run(args: argparse.Namespace) -> int:
         schema_id = ev.register_schema(registry)
         _step(f"2. Topic '{ev.TOPIC}' ({ev.PARTITIONS} partitions{', created' if created else ''}); "
               f"OrderEvent (order_event.proto) registered as '{ev.SUBJECT}', schema id {schema_id}.")
-        if not args.no_connect:
-            worker = sink.ConnectProcess(bs, work, _port(CONNECT_PORT), sink.sink_config(raw, registry))
-            _step(f"3. Kafka Connect: a standalone worker runs '{sink.CONNECTOR}' "
-                  "(com.snowflake.kafka.connector.SnowflakeSinkConnector, the seeds' config, "
-                  f"ProtobufConverter) into {wh.RAW_TABLE} at {raw} ...")
-            _step(f"   Sink RUNNING in {worker.start():.1f} s (REST {worker.url}).")
-        else:
-            _step("3. Kafka Connect skipped (--no-connect).")
         driver = SparkDriver(bs, registry, warehouse, work,
                              on_line=lambda line: _say(f"     spark | {line}"))
         driver.done_file.unlink(missing_ok=True)
-        _step(f"4. Spark driver (python -m samsa.spark.pipeline_job, local[2]): readStream "
+        _step(f"3. Spark driver (python -m samsa.spark.pipeline_job, local[2]) starting: readStream "
               f"format('samsa') -> from_protobuf via the registry -> watermark 10 min -> revenue per "
               f"product per 1-minute window -> update mode, foreachBatch upsert + batch id in one "
               f"transaction into {warehouse} (checkpoint {driver.checkpoint}/)")
         t0 = time.monotonic()
         driver.start()
+        if not args.no_connect:
+            worker = sink.ConnectProcess(bs, work, _port(CONNECT_PORT), sink.sink_config(raw, registry))
+            _step(f"4. Kafka Connect: a standalone worker runs '{sink.CONNECTOR}' "
+                  "(com.snowflake.kafka.connector.SnowflakeSinkConnector, the seeds' config, "
+                  f"ProtobufConverter) into {wh.RAW_TABLE} at {raw} ...")
+            worker.start()
+            _step(f"   Sink RUNNING in {worker.wait_running():.1f} s (REST {worker.url}).")
+        else:
+            _step("4. Kafka Connect skipped (--no-connect).")
         if not driver.wait_streaming(180):
             raise CliError(f"the Spark driver did not start its query:\n{driver.log_tail()}")
         start_ms = ev.resume_point(bs)
