@@ -72,7 +72,7 @@ def register_schema(registry_url: str) -> int:
 
 def ensure_topic(bs: str) -> bool:
     """Create order-events (3 partitions) unless it exists; True when it was created."""
-    admin = AdminClient({"bootstrap.servers": bs})
+    admin = AdminClient({"bootstrap.servers": bs, "log_level": 3})
     if TOPIC in admin.list_topics(timeout=10).topics:
         return False
     fut = admin.create_topics([NewTopic(TOPIC, PARTITIONS)], request_timeout=30)[TOPIC]
