@@ -14,6 +14,7 @@ EXPECTED = {
     "org.apache.kafka.connect.tools.VerifiableSourceConnector": PluginType.SOURCE,
     "org.apache.kafka.connect.tools.VerifiableSinkConnector": PluginType.SINK,
     "io.confluent.kafka.connect.datagen.DatagenConnector": PluginType.SOURCE,
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector": PluginType.SINK,
 }
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ...config_def import AbstractConfig, ConfigDef, ConfigType, Importance, at_least, one_of
-from ...errors import ConfigException
+from ...errors import ConfigException, ConnectException
 from ..sql.url import SUPPORTED, parse_url
 from .naming import TOPIC2TABLE_MAP, parse_topic2table
 from .records import MetadataFlags
@@ -176,7 +176,7 @@ def problems(props: dict[str, Any]) -> dict[str, str]:
     if URL not in out:
         try:
             warehouse_url(str(cfg[URL]), cfg[DATABASE])
-        except ConfigException as e:
+        except ConnectException as e:  # the SQL layer's "unsupported URL" too
             out[URL] = (f"{e}. Supported: duckdb:///path/file.duckdb, a path ending .duckdb, "
                         + ", ".join(SUPPORTED))
     return out
