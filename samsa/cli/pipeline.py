@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         driver.start()
         if not args.no_connect:
-            worker = sink.ConnectProcess(bs, work, _port(CONNECT_PORT), sink.sink_config(raw, registry))
+            worker = sink.ConnectProcess(bs, registry, work, _port(CONNECT_PORT), sink.sink_config(raw))
             _step(f"4. Kafka Connect: a standalone worker runs '{sink.CONNECTOR}' "
                   "(com.snowflake.kafka.connector.SnowflakeSinkConnector, the seeds' config, "
                   f"ProtobufConverter) into {wh.RAW_TABLE} at {raw} ...")

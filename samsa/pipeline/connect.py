@@ -26,7 +26,7 @@ CONNECTOR = "snowflake-sink"
 GROUP = f"connect-{CONNECTOR}"  # Kafka Connect's sink group: connect-<connector name>
 
 
-def sink_config(warehouse_url: str, registry_url: str) -> dict[str, str]:
+def sink_config(warehouse_url: str) -> dict[str, str]:
     """The seeds' connector JSON (004: snowflake-sink), with the local warehouse for the account,
     Protobuf through the registry (the events' format) instead of Avro, and Snowpipe Streaming
     (Snowflake's exactly-once ingestion, offset tokens; flushes down to 1 s) instead of Snowpipe
@@ -50,14 +50,15 @@ def sink_config(warehouse_url: str, registry_url: str) -> dict[str, str]:
         "buffer.flush.time": "1",
         "key.converter": "org.apache.kafka.connect.storage.StringConverter",
         "value.converter": "io.confluent.connect.protobuf.ProtobufConverter",
-        "value.converter.schema.registry.url": registry_url,
     }
 
 
 class ConnectProcess:
-    """`samsa connect standalone` as a child process with one connector file."""
+    """`samsa connect standalone` as a child process with one connector file. The registry's URL
+    is the worker's (the seeds' connector JSON names none; the connector's converters inherit it)."""
 
-    def __init__(self, bootstrap: str, work_dir: Path, port: int, connector: dict[str, str]) -> None:
+    def __init__(self, bootstrap: str, registry_url: str, work_dir: Path, port: int,
+                 connector: dict[str, str]) -> None:
         self.dir = work_dir
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -66,7 +67,9 @@ class ConnectProcess:
                  "offset.storage.file.filename": str(work_dir / "connect.offsets"),
                  "offset.flush.interval.ms": "1000",
                  "key.converter": "org.apache.kafka.connect.storage.StringConverter",
-                 "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+                 "value.converter": "org.apache.kafka.connect.storage.StringConverter",
+                 "key.converter.schema.registry.url": registry_url,
+                 "value.converter.schema.registry.url": registry_url}
         (work_dir / "connect-worker.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (work_dir / f"{CONNECTOR}.json").write_text(json.dumps({"name": CONNECTOR, "config": connector},
                                                                  indent=2))
