@@ -22,6 +22,7 @@ class SparkDriver:
         self.done_file = work_dir / "produced.json"
         self.checkpoint = work_dir / "checkpoint"
         self.log_path = work_dir / "spark-driver.log"
+        self.pid_path = work_dir / "spark-driver.pid"  # its process group, for a kill -9 from outside
         self.argv = [sys.executable, "-m", "samsa.spark.pipeline_job", "--bootstrap", bootstrap,
                      "--registry", registry, "--warehouse", warehouse,
                      "--checkpoint", str(self.checkpoint), "--done-file", str(self.done_file),
@@ -42,6 +43,7 @@ class SparkDriver:
                                          start_new_session=True)
         finally:
             log.close()
+        self.pid_path.write_text(f"{self.proc.pid}\n")
         self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
         self._reader.start()
 
