@@ -200,10 +200,16 @@ class JdbcSinkConnector(SinkConnector):
         return values
 
     def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
-        # The database's offset table wins on the next assignment: refuse silently-ignored edits.
+        """KIP-875: the offsets that count are in the database (they win on the next assignment),
+        so an edit of the group's offsets would be ignored: refuse it. (Samsa's runtime does not
+        consult sink connectors yet; docs/compatibility.md says what happens then.)"""
         raise ConnectException("The JDBC sink keeps its offsets in the target database "
                                f"(table {props.get(OFFSETS_TABLE, '__samsa_connect_offsets')}); "
                                "change them there")
+
+
+_Copy = tuple[str, tuple[str, ...], tuple[str, ...] | None]
+_COPY_UPSERT_MIN = 50  # below this, a pipelined executemany is as fast as staging via COPY
 
 
 @dataclass
@@ -229,6 +235,7 @@ class JdbcSinkTask(SinkTask):
         self._db_next: dict[TopicPartition, int] = {}  # what the database holds, per partition
         self._assigned: set[TopicPartition] = set()
         self._reload = False  # after a retriable error: the database is the truth again
+        self._loaded = False  # the offsets of the assigned partitions were read (and sought)
         self._retries = 0
         self._tables: dict[str, dict[str, str]] = {}  # table -> columns, as last read
         self._checked: set[tuple[str, tuple[str, ...]]] = set()
@@ -270,14 +277,18 @@ class JdbcSinkTask(SinkTask):
         except RetriableException as e:  # the database is down: load before the next write
             log.warning("JDBC sink %s: cannot read stored offsets yet: %s", self.connector, e)
             self._reload = True
+            self._loaded = False
 
     def close(self, partitions: list[TopicPartition]) -> None:
         for tp in partitions:
             self._assigned.discard(tp)
             self._db_next.pop(tp, None)
 
-    def _load(self, partitions: list[TopicPartition] | set[TopicPartition]) -> None:
-        """Read the offsets the database holds and rewind the consumer to them."""
+    def _load(self, partitions: list[TopicPartition] | set[TopicPartition],
+              rewind: bool = True) -> None:
+        """Read the offsets the database holds; on assignment, rewind the consumer to them.
+        (After a retriable error only the in-memory copy is refreshed: records below it are
+        dropped when they come.)"""
         assert self.offsets is not None
         stored = self.offsets.read(self.connector)
         seek: dict[TopicPartition, int] = {}
@@ -286,7 +297,8 @@ class JdbcSinkTask(SinkTask):
             if off is not None:
                 self._db_next[tp] = off
                 seek[tp] = off
-        if seek:
+        self._loaded = True
+        if seek and rewind:
             log.info("JDBC sink %s: resuming from the offsets in the database: %s", self.connector,
                      {f"{tp.topic}-{tp.partition}": o for tp, o in sorted(seek.items())})
             self.context.offset(seek)
@@ -299,7 +311,7 @@ class JdbcSinkTask(SinkTask):
         assert s is not None
         try:
             if self._reload:
-                self._load(self._assigned)
+                self._load(self._assigned, rewind=not self._loaded)
                 self._reload = False
             self._put(records)
             self._retries = 0
@@ -388,10 +400,14 @@ class JdbcSinkTask(SinkTask):
         assert db is not None and offsets_table is not None
         live = [op for op in ops if self._ensure_table(op)]
         copy_rows = getattr(db, "copy_rows", None)  # PostgreSQL's COPY: the fastest insert
+        copy_upsert = getattr(db, "copy_upsert", None)
         with db.transaction():
             for sql, rows, copy in self._statements(live):
-                if copy is not None and copy_rows is not None:
+                if copy is not None and copy[2] is None and copy_rows is not None:
                     copy_rows(copy[0], copy[1], rows)
+                elif copy is not None and copy[2] is not None and copy_upsert is not None and \
+                        len(rows) >= _COPY_UPSERT_MIN:
+                    copy_upsert(copy[0], copy[1], copy[2], rows)
                 else:
                     db.executemany(sql, rows)
             offsets_table.write(self.connector, {(tp.topic, tp.partition): o
@@ -400,8 +416,9 @@ class JdbcSinkTask(SinkTask):
             self._db_next[tp] = max(o, self._db_next.get(tp, 0))
 
     def _statements(self, ops: list[_Op]) -> Iterator[tuple[str, list[tuple[Any, ...]],
-                                                           tuple[str, tuple[str, ...]] | None]]:
-        """(sql, parameter rows, (table, columns) when COPY may replace the INSERT)."""
+                                                           _Copy | None]]:
+        """(sql, parameter rows, (table, columns, upsert keys or None) when a COPY may do the
+        statement's work)."""
         s, db = self.settings, self.db
         assert s is not None and db is not None
         d = db.dialect
@@ -418,7 +435,8 @@ class JdbcSinkTask(SinkTask):
                 if delete:
                     yield d.delete(table, keys), [op.key for op in group], None
                 elif s.insert_mode == "upsert":
-                    yield d.upsert(table, keys + values, keys), [op.row for op in group], None
+                    yield (d.upsert(table, keys + values, keys), [op.row for op in group],
+                           (table, keys + values, keys))
                 elif values:
                     n = len(keys)
                     yield d.update(table, values, keys), [op.row[n:] + op.key for op in group], None
@@ -434,14 +452,14 @@ class JdbcSinkTask(SinkTask):
             yield self._insert_run(run)
 
     def _insert_run(self, run: list[_Op]) -> tuple[str, list[tuple[Any, ...]],
-                                                     tuple[str, tuple[str, ...]] | None]:
+                                                     _Copy | None]:
         assert self.db is not None
         d = self.db.dialect
         first = run[0]
         if first.delete:
             return d.delete(first.table, first.layout.key_columns), [op.key for op in run], None
         names = first.layout.names
-        return d.insert(first.table, names), [op.row for op in run], (first.table, names)
+        return d.insert(first.table, names), [op.row for op in run], (first.table, names, None)
 
     # ---- tables ---------------------------------------------------------------------------
     def _ensure_table(self, op: _Op) -> bool:

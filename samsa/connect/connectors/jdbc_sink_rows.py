@@ -67,6 +67,7 @@ class RowMapper:
         self.tz = ZoneInfo(timezone)
         self.delete_enabled = delete_enabled
         self._cache: dict[tuple[Schema | None, Schema | None], Layout] = {}
+        self._last: tuple[Schema | None, Schema | None, Layout] | None = None
         if pk_mode == "kafka" and self.pk_fields and len(self.pk_fields) != 3:
             raise ConnectException("pk.mode=kafka needs exactly three pk.fields (topic, partition, "
                                    f"offset column names), got {self.pk_fields}")
@@ -91,10 +92,14 @@ class RowMapper:
             raise DataException(f"pk.mode=record_key needs a non-null key with a schema, but record "
                                 f"at (topic='{record.topic}',partition={record.kafka_partition},"
                                 f"offset={record.kafka_offset}) has none")
+        last = self._last  # converters hand back the same schema objects: skip hashing them
+        if last is not None and last[0] is ks and last[1] is vs:
+            return last[2]
         cache_key = (ks, vs)
         found = self._cache.get(cache_key)
         if found is None:
             found = self._cache[cache_key] = self._build(ks, vs)
+        self._last = (ks, vs, found)
         return found
 
     # ---- building a layout ---------------------------------------------------------------------

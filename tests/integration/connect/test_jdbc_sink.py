@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import time
+import zoneinfo
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -253,13 +255,15 @@ def test_wrong_password_fails_the_task_with_a_trace(
     query(postgres_server.dsn(), "SELECT pg_reload_conf()")
     try:
         config = json_sink("jdbc-auth", postgres_server.jdbc_url("jdbc_auth"), "jdbc-auth", **{
-            "connection.user": "app", "connection.password": "wrong", "connection.attempts": "1"})
+            "connection.user": "app", "connection.password": "not-the-s3cret",
+            "connection.attempts": "1"})
         config.pop("name")
         assert worker.create("jdbc-auth", config).status_code == 201
         st = wait_for(lambda: _task_failed(worker, "jdbc-auth"), 60, "the task to fail",
                       worker.log_tail)
         trace = st["tasks"][0]["trace"]
         assert "password authentication failed" in trace and "ConnectException" in trace, trace
+        assert "not-the-s3cret" not in trace
         assert st["connector"]["state"] == "RUNNING"
     finally:
         hba.write_text(original)
@@ -347,3 +351,50 @@ def test_invalid_configs_are_refused(worker: ConnectWorker) -> None:
         body = resp.json()
         errors = {c["value"]["name"]: c["value"]["errors"] for c in body["configs"]}
         assert body["error_count"] >= 1 and errors[key], (extra, errors)
+
+
+AVRO_USER = {"type": "record", "name": "User", "namespace": "app", "fields": [
+    {"name": "name", "type": "string"}, {"name": "age", "type": "int"},
+    {"name": "email", "type": ["null", "string"], "default": None},
+    {"name": "born", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "balance", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                                 "scale": 2}},
+    {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+
+
+def test_avro_values_through_the_registry(
+        broker: SamsaBroker, worker: ConnectWorker, postgres_server: PostgresServer) -> None:
+    """Records written by confluent-kafka's AvroSerializer, read by the AvroConverter in the
+    worker: logical types land as DATE / DECIMAL / TIMESTAMP columns."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from samsa.testing.registry import InProcessRegistry
+
+    dsn = postgres_server.create_database("jdbc_avro")
+    topic = "jdbc-avro"
+    seen = datetime.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
+    users = [{"name": f"u{i % 4}", "age": i, "email": None if i % 2 else f"u{i}@x",
+              "born": datetime.date(2000, 1, 1 + i), "balance": decimal.Decimal(f"{i}.25"),
+              "seen": seen} for i in range(8)]
+    with InProcessRegistry(broker.bootstrap) as registry:
+        ser = AvroSerializer(SchemaRegistryClient({"url": registry.url}), json.dumps(AVRO_USER))
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        produce(broker.bootstrap, topic, [(None, ser(u, ctx)) for u in users])
+        create(worker, json_sink("jdbc-avro", postgres_server.jdbc_url("jdbc_avro"), topic, **{
+            "insert.mode": "upsert", "pk.mode": "record_value", "pk.fields": "name",
+            "auto.create": "true", "db.timezone": "Europe/Paris",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": registry.url}))
+        done(dsn, "jdbc-avro", len(users), worker)
+    rows = query(dsn, 'SELECT name, age, email, born, balance, seen FROM "jdbc-avro" ORDER BY name')
+    paris = seen.astimezone(zoneinfo.ZoneInfo("Europe/Paris")).replace(tzinfo=None)
+    assert rows == [(u["name"], u["age"], u["email"], u["born"], u["balance"], paris)
+                    for u in users[4:]]
+    types = dict(query(dsn, "SELECT column_name, data_type FROM information_schema.columns "
+                            "WHERE table_name = 'jdbc-avro'"))
+    assert types == {"name": "text", "age": "integer", "email": "text", "born": "date",
+                     "balance": "numeric", "seen": "timestamp without time zone"}
+    delete(worker, "jdbc-avro")

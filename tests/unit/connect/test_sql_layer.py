@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from samsa.connect.connectors.sql import Column, OffsetTable, open_database
-from samsa.connect.connectors.sql.database import Database
+from samsa.connect.connectors.sql.database import Database, PostgresDatabase
 from samsa.connect.connectors.sql.dialect import DuckDBDialect, PostgresDialect
 from samsa.connect.connectors.sql.url import parse_url
 from samsa.connect.data import (
@@ -199,5 +199,28 @@ def test_postgres_down_is_retriable_and_reconnects(postgres_server: PostgresServ
         finally:
             postgres_server.start()
         assert db.execute("SELECT 2") == [(2,)]
+    finally:
+        db.close()
+
+
+def test_postgres_copy_upsert_and_copy_rows(postgres_server: PostgresServer) -> None:
+    """The COPY fast paths write what executemany would, and refuse what it would refuse."""
+    postgres_server.create_database("sql_copy")
+    db = open_database(postgres_server.jdbc_url("sql_copy"), user="postgres")
+    try:
+        _create(db)
+        assert isinstance(db, PostgresDatabase)
+        copy_rows, copy_upsert = db.copy_rows, db.copy_upsert
+        with db.transaction():
+            copy_rows("items", ["id", "name"], [(i, f"a{i}") for i in range(100)])
+        with db.transaction():
+            copy_upsert("items", ["id", "name", "price"], ["id"],
+                        [(i, f"b{i}", decimal.Decimal("2.5")) for i in range(50, 150)])
+            copy_upsert("items", ["id", "name"], ["id"], [(0, "zero")])  # another stage
+        rows = db.execute('SELECT count(*), count(price), min(name), max(name) FROM "items"')
+        assert rows == [(150, 100, "a1", "zero")]
+        with pytest.raises(DataException), db.transaction():
+            copy_upsert("items", ["id", "name"], ["id"], [(1, "x"), (2, None)])
+        assert db.execute('SELECT name FROM "items" WHERE id = 1') == [("a1",)]
     finally:
         db.close()

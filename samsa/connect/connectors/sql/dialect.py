@@ -112,13 +112,17 @@ class Dialect:
     def upsert(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
         """INSERT ... ON CONFLICT (keys) DO UPDATE SET the other columns (DO NOTHING when all
         columns are keys). A batch must not hold one key twice: the databases refuse that."""
+        return f"{self.insert(table, columns)} {self.on_conflict(columns, keys)}"
+
+    def on_conflict(self, columns: Sequence[str], keys: Sequence[str]) -> str:
+        """The ON CONFLICT clause of an upsert (also for INSERT .. SELECT)."""
         if not keys:
             raise ConnectException("upsert needs key columns")
         conflict = ", ".join(self.quote(k) for k in keys)
         rest = [c for c in columns if c not in keys]
         action = "DO NOTHING" if not rest else \
             "DO UPDATE SET " + ", ".join(f"{self.quote(c)}=EXCLUDED.{self.quote(c)}" for c in rest)
-        return f"{self.insert(table, columns)} ON CONFLICT ({conflict}) {action}"
+        return f"ON CONFLICT ({conflict}) {action}"
 
     def update(self, table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
         """UPDATE of `columns` WHERE keys; parameters: the columns' values, then the keys'."""
