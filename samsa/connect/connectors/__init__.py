@@ -14,4 +14,6 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.verifiable:VerifiableSinkConnector",
     "io.confluent.kafka.connect.datagen.DatagenConnector":
         "samsa.connect.connectors.datagen:DatagenConnector",
+    "io.debezium.connector.postgresql.PostgresConnector":
+        "samsa.connect.connectors.postgres_cdc:PostgresConnector",
 }
