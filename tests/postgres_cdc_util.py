@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from samsa.testing.postgres import PostgresServer
 
@@ -21,7 +21,7 @@ def cdc_config(pg: PostgresServer, db: str, prefix: str, **extra: Any) -> dict[s
            "database.user": pg.user, "database.dbname": db, "topic.prefix": prefix,
            "plugin.name": "pgoutput", "slot.name": f"slot_{prefix}",
            "publication.name": f"pub_{prefix}", "poll.interval.ms": "100",
-           "retriable.restart.connector.wait.ms": "500",
+           "retriable.restart.connector.wait.ms": "500", "slot.drop.on.stop": "true",
            "key.converter": JSON, "value.converter": JSON,
            "key.converter.schemas.enable": "true", "value.converter.schemas.enable": "true"}
     cfg.update({k: str(v) for k, v in extra.items()})
@@ -39,9 +39,10 @@ def sql(pg: PostgresServer, db: str, *statements: str, params: Any = None) -> li
 
 
 def read_topic(bootstrap: str, topic: str, *, min_count: int = 0, timeout: float = 30.0,
-               isolation: str = "read_committed") -> list[tuple[Any, Any]]:
+               isolation: str = "read_committed",
+               stop_at: int | None = None) -> list[tuple[Any, Any]]:
     """Every record of partition 0 as (key, value) JSON (None for null), waiting until at least
-    `min_count` arrived (bounded by `timeout`)."""
+    `min_count` arrived and then none for a second (bounded by `timeout`), or `stop_at` did."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"cdc-read-{time.time_ns()}",
                   "enable.auto.commit": False, "isolation.level": isolation,
                   "auto.offset.reset": "earliest"})
@@ -55,12 +56,12 @@ def read_topic(bootstrap: str, topic: str, *, min_count: int = 0, timeout: float
             got = False
             for m in msgs:
                 if m.error():
-                    if m.error().code() in (KafkaException, ) or m.error().retriable():
-                        continue
                     continue
                 got = True
                 k, v = m.key(), m.value()
                 out.append((json.loads(k) if k else None, json.loads(v) if v else None))
+            if stop_at is not None and len(out) >= stop_at:
+                break
             if got:
                 idle_since = time.monotonic()
             if len(out) >= min_count and time.monotonic() - idle_since > 1.0:
@@ -88,3 +89,16 @@ def confirmed_lsn(pg: PostgresServer, db: str, slot: str) -> int | None:
         return None
     hi, lo = str(rows[0][0]).split("/")
     return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def wait_slot_active(pg: PostgresServer, db: str, *slots: str, timeout: float = 30.0) -> None:
+    """Until each slot exists and a walsender holds it: changes from now on are captured."""
+    names = ", ".join(f"'{s}'" for s in slots)
+    try:
+        wait_for(lambda: len(sql(pg, db, f"SELECT 1 FROM pg_replication_slots WHERE slot_name "
+                                         f"IN ({names}) AND active")) == len(slots),
+                 timeout=timeout)
+    except TimeoutError as e:
+        activity = sql(pg, db, "SELECT pid, datname, state, backend_xid, backend_xmin, "
+                               "wait_event, left(query, 80) FROM pg_stat_activity")
+        raise TimeoutError(f"{e}; sessions: {activity}") from e

@@ -7,10 +7,12 @@ converters expect (ISO dates, UTC, ISO-8601 intervals, hex bytea)."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 import psycopg2.extras
 
@@ -27,7 +29,7 @@ SESSION_OPTIONS = ("-c DateStyle=ISO -c TimeZone=UTC -c IntervalStyle=iso_8601 "
 FATAL_SQLSTATE_PREFIXES = ("28", "3D")
 # ... and the ones a retry will: object in use (an old walsender still holds the slot),
 # shutdown / starting up (class 57), connection exceptions (class 08)
-RETRIABLE_SQLSTATE_PREFIXES = ("55006", "57", "08", "53")
+RETRIABLE_SQLSTATE_PREFIXES = ("55006", "57", "08", "53300")
 
 
 def is_retriable(error: BaseException) -> bool:
@@ -176,5 +178,14 @@ class Catalog:
         r = rows[0]
         return SlotState(r[0], r[1], r[2], r[3])
 
-    def drop_slot(self) -> None:
-        self.query("SELECT pg_drop_replication_slot(%s)", (self.cfg.slot,))
+    def drop_slot(self, wait_s: float = 10.0) -> None:
+        """Drop the slot, waiting (bounded) for a just-closed walsender to release it."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.query("SELECT pg_drop_replication_slot(%s)", (self.cfg.slot,))
+                return
+            except psycopg2.errors.ObjectInUse:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)

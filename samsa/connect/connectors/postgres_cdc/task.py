@@ -582,7 +582,23 @@ class PostgresConnectorTask(SourceTask):
         if (now - self._last_heartbeat) * 1000 < cfg.heartbeat_ms:
             return False
         self._last_heartbeat = now
-        wal_end = int(getattr(self._cursor, "wal_end", 0) or 0)
+        # ask for a keepalive (a status update with "reply requested"): it carries the server's
+        # current position, read into cursor.wal_end by psycopg2
+        cur = self._cursor
+        seen = int(getattr(cur, "wal_end", 0) or 0)
+        cur.send_feedback(reply=True, force=True)
+        deadline = now + 0.5
+        while time.monotonic() < deadline:
+            select.select([cur], [], [], 0.05)
+            msg = cur.read_message()
+            if msg is not None:
+                self._handle(msg.payload, msg.data_start)
+                if self._txn is not None or self._pending:
+                    return False  # changes came first: the heartbeat waits for a quiet moment
+                continue
+            if int(getattr(cur, "wal_end", 0) or 0) > seen:
+                break
+        wal_end = int(getattr(cur, "wal_end", 0) or 0)
         position = max(wal_end, self._last_end_lsn, self._polled_confirm)
         ts_ms = time.time_ns() // 1_000_000
         k, v = ev.heartbeat(cfg.prefix, ts_ms)
