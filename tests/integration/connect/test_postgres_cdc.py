@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import decimal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,7 @@ import pytest
 from samsa.testing import SamsaBroker
 from samsa.testing.connect import ConnectWorker
 from samsa.testing.postgres import PostgresServer
-from tests.postgres_cdc_util import (cdc_config, confirmed_lsn, read_topic, sql, wait_for,
-                                     wait_slot_active)
+from tests.postgres_cdc_util import cdc_config, confirmed_lsn, read_topic, sql, wait_for, wait_slot_active
 
 
 @pytest.fixture(scope="module")
