@@ -140,8 +140,9 @@ class PostgresConnectorTask(SourceTask):
         self._relations: dict[int, ev.TableSchema | None] = {}
         self._txn: _Txn | None = None
         self._pending: deque[_Pending] = deque()
-        self._polled_confirm = 0
-        self._confirmed = 0
+        self._polled_confirm = 0  # confirmable once everything polled so far is committed
+        self._committed_confirm = 0  # ... and commit() said it is
+        self._confirmed = 0  # sent to PostgreSQL
         self._last_commit_lsn: int | None = None
         self._last_end_lsn = 0
         self._last_heartbeat = time.monotonic()
@@ -159,7 +160,10 @@ class PostgresConnectorTask(SourceTask):
     def stop(self) -> None:
         self._stopper.stop()
         with self._lock:
-            self._send_confirm()
+            try:
+                self._send_confirm(self._committed_confirm)  # only what commit() vouched for
+            except psycopg2.Error:
+                pass
             self._close_all()
             cfg = self.cfg
             if cfg is not None and cfg.drop_slot_on_stop:
@@ -213,13 +217,13 @@ class PostgresConnectorTask(SourceTask):
     def commit(self) -> None:
         """Everything polled so far is committed to Samsa: confirm the slot up to it."""
         with self._lock:
+            self._committed_confirm = max(self._committed_confirm, self._polled_confirm)
             try:
-                self._send_confirm()
+                self._send_confirm(self._committed_confirm)
             except psycopg2.Error as e:
                 log.warning("Standby status update failed (%s); the next commit retries", e)
 
-    def _send_confirm(self) -> None:
-        lsn = self._polled_confirm
+    def _send_confirm(self, lsn: int) -> None:
         if self._cursor is None or self._phase != "stream" or lsn <= self._confirmed:
             return
         self._cursor.send_feedback(write_lsn=lsn, flush_lsn=lsn, apply_lsn=lsn, force=True)
