@@ -41,7 +41,7 @@ def test_envelope_snapshot_create_update_delete_tombstone(postgres_server: Postg
     pg.create_database(db)
     sql(pg, db, "CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, note text)",
         "INSERT INTO customers VALUES (1, 'ann', 'first'), (2, 'bob', NULL)")
-    r = worker.create("env", cdc_config(pg, db, "env"))
+    r = worker.create("env", cdc_config(pg, db, "env", **{"skipped.operations": "none"}))
     assert r.status_code == 201, r.text
     worker.wait_state("env", "RUNNING", tasks=1)
     wait_slot_active(pg, db, "slot_env")
@@ -94,6 +94,15 @@ def test_envelope_snapshot_create_update_delete_tombstone(postgres_server: Postg
     assert u2["before"] == {"id": 3, "name": "cy", "note": "x"}
     assert u2["after"] == {"id": 3, "name": "cy", "note": "n"}
     assert d2["before"] == {"id": 1, "name": "ann2", "note": "first"} and t2 is None
+
+    # a primary key change: delete + tombstone of the old key, create of the new one;
+    # TRUNCATE is an op "t" event when skipped.operations does not skip it
+    sql(pg, db, "UPDATE customers SET id = 30 WHERE id = 3", "TRUNCATE customers")
+    got = payloads(read_topic(broker.bootstrap, "env.public.customers", min_count=13))
+    assert [(k, v["op"] if v else None) for k, v in got[9:]] == \
+        [({"id": 3}, "d"), ({"id": 3}, None), ({"id": 30}, "c"), (None, "t")]
+    assert got[11][1]["after"] == {"id": 30, "name": "cy", "note": "n"}
+    assert got[12][1]["before"] is None and got[12][1]["after"] is None
     worker.http.delete("/connectors/env")
 
 

@@ -501,9 +501,10 @@ class PostgresConnectorTask(SourceTask):
         info = ev.SourceInfo(txn.ts_us, "false", txn.xid, lsn, self._last_commit_lsn)
         source = ev.source_struct(cfg.prefix, cfg.dbname, table, info)
         value = ev.envelope(table, op, before, after, source, time.time_ns() // 1000, block)
-        self._emit(table.topic, table.key_schema, key, table.envelope_schema, value, lsn, kind)
+        key_schema = table.key_schema if key is not None else None  # truncate: no key
+        self._emit(table.topic, key_schema, key, table.envelope_schema, value, lsn, kind)
         if op == "d" and cfg.tombstones:
-            self._emit(table.topic, table.key_schema, key, None, None, lsn, kind)
+            self._emit(table.topic, key_schema, key, None, None, lsn, kind)
 
     def _on_change(self, ch: Change, lsn: int) -> None:
         table = self._relations.get(ch.relation_oid)
