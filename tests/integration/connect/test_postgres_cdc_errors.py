@@ -69,6 +69,14 @@ def test_dropped_slot_with_snapshot_never_fails_clearly(
     trace = failed_trace(worker, "drop")
     assert "Replication slot 'slot_drop' does not exist" in trace
     assert "changes since then are gone" in trace
+    # snapshot.mode=when_needed recovers: a new slot and a new snapshot of the table
+    sql(pg, db, "INSERT INTO t VALUES (2)")
+    cfg = cdc_config(pg, db, "drop", **{"snapshot.mode": "when_needed"})
+    assert worker.http.put("/connectors/drop/config", json=cfg).status_code in (200, 201)
+    worker.wait_state("drop", "RUNNING", tasks=1)
+    got = read_topic(broker.bootstrap, "drop.public.t", min_count=3)
+    assert [(k["payload"]["id"], v["payload"]["op"]) for k, v in got][:3] == \
+        [(1, "c"), (1, "r"), (2, "r")]
     worker.http.delete("/connectors/drop")
 
 
