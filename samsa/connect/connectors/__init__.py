@@ -16,4 +16,8 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.datagen:DatagenConnector",
     "io.debezium.connector.postgresql.PostgresConnector":
         "samsa.connect.connectors.postgres_cdc:PostgresConnector",
+    "io.confluent.connect.jdbc.JdbcSinkConnector":
+        "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector":
+        "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }

@@ -14,6 +14,8 @@ EXPECTED = {
     "org.apache.kafka.connect.tools.VerifiableSourceConnector": PluginType.SOURCE,
     "org.apache.kafka.connect.tools.VerifiableSinkConnector": PluginType.SINK,
     "io.confluent.kafka.connect.datagen.DatagenConnector": PluginType.SOURCE,
+    "io.confluent.connect.jdbc.JdbcSinkConnector": PluginType.SINK,
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector": PluginType.SINK,
 }
 
 
