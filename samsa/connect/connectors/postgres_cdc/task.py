@@ -203,8 +203,14 @@ class PostgresConnectorTask(SourceTask):
                 if self._stopper.stopped:
                     return None
                 return self._poll()
+        except ConnectException:
+            with self._lock:
+                self._close_all()  # a failed task must not keep holding the slot
+            raise
         except psycopg2.Error as e:
             if not _retriable(e):
+                with self._lock:
+                    self._close_all()
                 raise ConnectException(f"PostgreSQL error: {e}".strip()) from e
             assert self.cfg is not None
             log.warning("PostgreSQL connection failed (%s); reconnecting in %.1f s",
