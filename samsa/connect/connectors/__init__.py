@@ -16,6 +16,10 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.datagen:DatagenConnector",
     "io.debezium.connector.postgresql.PostgresConnector":
         "samsa.connect.connectors.postgres_cdc:PostgresConnector",
+    "org.apache.iceberg.connect.IcebergSinkConnector":
+        "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
+    "io.tabular.iceberg.connect.IcebergSinkConnector":
+        "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
     "io.confluent.connect.jdbc.JdbcSinkConnector":
         "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
     "com.snowflake.kafka.connector.SnowflakeSinkConnector":

@@ -200,12 +200,16 @@ class JdbcSinkConnector(SinkConnector):
         return values
 
     def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
-        """KIP-875: the offsets that count are in the database (they win on the next assignment),
-        so an edit of the group's offsets would be ignored: refuse it. (Samsa's runtime does not
-        consult sink connectors yet; docs/compatibility.md says what happens then.)"""
-        raise ConnectException("The JDBC sink keeps its offsets in the target database "
-                               f"(table {props.get(OFFSETS_TABLE, '__samsa_connect_offsets')}); "
-                               "change them there")
+        """KIP-875: the offsets that count are the database's (they win on the next assignment), so
+        an operator's edit is written there, in the sink's offsets table."""
+        s = Settings.parse(props)
+        db = open_database(s.url, s.user, s.password, quote_identifiers=s.quote)
+        try:
+            OffsetTable(db, s.offsets_table).alter(
+                props.get("name") or "", {(tp.topic, tp.partition): o for tp, o in offsets.items()})
+        finally:
+            db.close()
+        return True
 
 
 _Copy = tuple[str, tuple[str, ...], tuple[str, ...] | None]

@@ -57,6 +57,17 @@ class SnowflakeSinkConnector(SinkConnector):
     def config(self) -> ConfigDef:
         return CONFIG_DEF
 
+    def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
+        """KIP-875: the warehouse's offsets win on the next assignment, so an operator's edit is
+        written there (like resetting a Snowpipe Streaming channel's offset token)."""
+        warehouse = Warehouse(parse_settings(props))
+        try:
+            warehouse.alter_offsets(props.get("name") or "",
+                                    {(tp.topic, tp.partition): o for tp, o in offsets.items()})
+        finally:
+            warehouse.close()
+        return True
+
     def validate(self, props: dict[str, str]) -> dict[str, ConfigValue]:
         values = CONFIG_DEF.validate(props)
         for key, why in problems(props).items():

@@ -398,3 +398,34 @@ def test_avro_values_through_the_registry(
     assert types == {"name": "text", "age": "integer", "email": "text", "born": "date",
                      "balance": "numeric", "seen": "timestamp without time zone"}
     delete(worker, "jdbc-avro")
+
+
+# ---- offsets edited through the REST API (KIP-875) ---------------------------------------------
+def test_offsets_edited_through_rest_move_the_database_offsets(
+        broker: SamsaBroker, worker: ConnectWorker, postgres_server: PostgresServer) -> None:
+    """The offsets in the database win on the next assignment, so PATCH/DELETE of a stopped sink's
+    offsets must change them there (the runtime asks the connector, as Kafka does)."""
+    dsn = postgres_server.create_database("jdbc_alter")
+    topic, name = "jdbc-alter", "jdbc-alter"
+    produce(broker.bootstrap, topic, [keyed(i, {"name": f"n{i}", "qty": i, "price": None})
+                                      for i in range(10)])
+    create(worker, json_sink(name, postgres_server.jdbc_url("jdbc_alter"), topic, **{
+        "insert.mode": "insert", "pk.mode": "none", "auto.create": "true"}))
+    done(dsn, name, 10, worker)
+    assert worker.http.put(f"/connectors/{name}/stop").status_code == 204
+    wait_for(lambda: worker.status(name)["connector"]["state"] == "STOPPED", 30, "stopped")
+    resp = worker.http.patch(f"/connectors/{name}/offsets", json={"offsets": [
+        {"partition": {"kafka_topic": topic, "kafka_partition": 0}, "offset": {"kafka_offset": 4}}]})
+    assert resp.status_code == 200, resp.text
+    assert query(dsn, f'SELECT next_offset FROM "{OFFSETS}" WHERE connector = %s', [name]) == [(4,)]
+    assert worker.http.put(f"/connectors/{name}/resume").status_code == 202
+    # records 4..9 are written again (insert mode, no key): 16 rows, the stored offset back at 10
+    wait_for(lambda: query(dsn, f'SELECT count(*) FROM "{topic}"') == [(16,)], 60, "re-delivery",
+             worker.log_tail)
+    done(dsn, name, 10, worker)
+    assert worker.http.put(f"/connectors/{name}/stop").status_code == 204
+    wait_for(lambda: worker.status(name)["connector"]["state"] == "STOPPED", 30, "stopped")
+    resp = worker.http.delete(f"/connectors/{name}/offsets")
+    assert resp.status_code == 200, resp.text
+    assert query(dsn, f'SELECT count(*) FROM "{OFFSETS}" WHERE connector = %s', [name]) == [(0,)]
+    delete(worker, name)

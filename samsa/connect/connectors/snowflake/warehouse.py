@@ -125,6 +125,11 @@ class Warehouse:
                                        f"column")
         self._tables.add(table)
 
+    def alter_offsets(self, connector: str, offsets: dict[tuple[str, int], int | None]) -> None:
+        """An operator's edit of the stored offsets (KIP-875), in one transaction."""
+        with self.session() as db:
+            self._store(db).alter(connector, offsets)
+
     def read_offsets(self, connector: str) -> dict[tuple[str, int], int]:
         with self.session() as db:
             return self._store(db).read(connector)

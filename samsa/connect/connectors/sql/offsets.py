@@ -28,6 +28,9 @@ class OffsetTable:
             Column("partition", int_type, nullable=False), Column("next_offset", "BIGINT", nullable=False),
         ], self.KEYS)
         self._upsert = d.upsert(table, self.COLUMNS, self.KEYS)
+        self._delete = (f"DELETE FROM {d.table(table)} WHERE {d.quote('connector')} = {d.placeholder} "
+                        f"AND {d.quote('topic')} = {d.placeholder} AND {d.quote('partition')} = "
+                        f"{d.placeholder}")
         self._select = (f"SELECT {d.quote('topic')}, {d.quote('partition')}, "
                         f"{d.quote('next_offset')} FROM {d.table(table)} WHERE "
                         f"{d.quote('connector')} = {d.placeholder}")
@@ -46,3 +49,13 @@ class OffsetTable:
             return
         self.db.executemany(self._upsert, [(connector, t, p, int(o))
                                            for (t, p), o in sorted(offsets.items())])
+
+    def alter(self, connector: str, offsets: dict[tuple[str, int], int | None]) -> None:
+        """An operator's edit (PATCH/DELETE /connectors/<name>/offsets, KIP-875): a next offset to
+        resume from, or None to forget the partition (the consumer's reset policy then applies)."""
+        with self.db.transaction():
+            for (topic, partition), offset in sorted(offsets.items()):
+                if offset is None:
+                    self.db.execute(self._delete, [connector, topic, partition])
+                else:
+                    self.write(connector, {(topic, partition): offset})
