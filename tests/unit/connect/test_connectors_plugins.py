@@ -16,6 +16,7 @@ EXPECTED = {
     "io.confluent.kafka.connect.datagen.DatagenConnector": PluginType.SOURCE,
     "io.confluent.connect.jdbc.JdbcSinkConnector": PluginType.SINK,
     "com.snowflake.kafka.connector.SnowflakeSinkConnector": PluginType.SINK,
+    "io.debezium.connector.postgresql.PostgresConnector": PluginType.SOURCE,
 }
 
 
