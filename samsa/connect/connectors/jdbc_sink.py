@@ -30,6 +30,7 @@ from ..config_def import (
 )
 from ..data import SinkRecord
 from ..errors import ConfigException, ConnectException, RetriableException
+from ._util import ConfiguredConnector
 from .jdbc_sink_rows import PK_MODES, Layout, RowMapper
 from .sql import Column, Database, OffsetTable, open_database
 
@@ -170,27 +171,16 @@ class Settings:
                    int(c.get(RETRY_BACKOFF)), str(c.get(OFFSETS_TABLE)))
 
 
-class JdbcSinkConnector(SinkConnector):
+class JdbcSinkConnector(ConfiguredConnector, SinkConnector):
     """Every task gets the connector's settings; the consumer group splits the partitions."""
 
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
+    CONFIG_DEF = CONFIG_DEF
 
-    def start(self, props: dict[str, str]) -> None:
+    def check(self, props: dict[str, str]) -> None:
         Settings.parse(props)
-        self._props = dict(props)
 
     def task_class(self) -> type[Task]:
         return JdbcSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        return [dict(self._props) for _ in range(max_tasks)]
-
-    def stop(self) -> None:
-        pass
-
-    def config(self) -> ConfigDef:
-        return CONFIG_DEF
 
     def validate(self, props: dict[str, str]) -> dict[str, ConfigValue]:
         values = CONFIG_DEF.validate(props)

@@ -16,9 +16,10 @@ import time
 from typing import Any
 
 from ..api import SinkConnector, SinkTask, Task, TopicPartition
-from ..config_def import ConfigDef, ConfigValue
+from ..config_def import ConfigValue
 from ..data import SinkRecord
 from ..errors import ConnectException, DataException, RetriableException
+from ._util import ConfiguredConnector
 from .snowflake.config import CONFIG_DEF, SnowflakeSettings, parse_settings, problems
 from .snowflake.naming import table_name
 from .snowflake.records import record_row
@@ -35,27 +36,16 @@ REGISTRY_CONVERTERS = frozenset({
 RETRY_BACKOFF_MS = 1000
 
 
-class SnowflakeSinkConnector(SinkConnector):
+class SnowflakeSinkConnector(ConfiguredConnector, SinkConnector):
     """Validates the settings; `tasks.max` identical tasks share the partitions (consumer group)."""
 
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
+    CONFIG_DEF = CONFIG_DEF
 
-    def start(self, props: dict[str, str]) -> None:
+    def check(self, props: dict[str, str]) -> None:
         parse_settings(props)  # a ConfigException fails the connector with the reason
-        self._props = dict(props)
 
     def task_class(self) -> type[Task]:
         return SnowflakeSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        return [dict(self._props) for _ in range(max_tasks)]
-
-    def stop(self) -> None:
-        pass
-
-    def config(self) -> ConfigDef:
-        return CONFIG_DEF
 
     def alter_offsets(self, props: dict[str, str], offsets: dict[TopicPartition, int | None]) -> bool:
         """KIP-875: the warehouse's offsets win on the next assignment, so an operator's edit is

@@ -5,31 +5,22 @@ its own snapshots (no control topic or coordinator: see docs/compatibility.md)."
 from __future__ import annotations
 
 from ...api import SinkConnector, Task, TopicPartition
-from ...config_def import ConfigDef, ConfigValue
+from ...config_def import ConfigValue
 from ...errors import ConfigException, ConnectException
+from .._util import ConfiguredConnector
 from .config import CONFIG_DEF, TABLES, parse
 from .task import TASK_ID, IcebergSinkTask
 
 
-class IcebergSinkConnector(SinkConnector):
-    def __init__(self) -> None:
-        self._props: dict[str, str] = {}
+class IcebergSinkConnector(ConfiguredConnector, SinkConnector):
+    CONFIG_DEF = CONFIG_DEF
+    TASK_ID_KEY = TASK_ID
 
-    def start(self, props: dict[str, str]) -> None:
+    def check(self, props: dict[str, str]) -> None:
         parse(props)  # fail the connector on a bad config, not each task
-        self._props = dict(props)
 
     def task_class(self) -> type[Task]:
         return IcebergSinkTask
-
-    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
-        return [{**self._props, TASK_ID: str(i)} for i in range(max_tasks)]
-
-    def stop(self) -> None:
-        pass
-
-    def config(self) -> ConfigDef:
-        return CONFIG_DEF
 
     def validate(self, props: dict[str, str]) -> dict[str, ConfigValue]:
         values = super().validate(props)
