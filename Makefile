@@ -22,10 +22,12 @@ system-deps:
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq kcat postgresql >/dev/null; }
 
-# The main job: the reference pipeline on the embedded default. A single-node Samsa (127.0.0.1:9092,
-# ./samsa-data) starts, a generator produces order events, a PySpark Structured Streaming job reads
-# them with the samsa source and writes one priced order per event back, exactly once; the
-# walk-through checks and prints it. (`samsa demo` is the plain produce/consume walk-through.)
+# The main job: the seeds' pipeline on the embedded default. A single-node Samsa (127.0.0.1:9092,
+# ./samsa-data) starts with its schema registry; a generator produces Protobuf order events to
+# order-events; a PySpark Structured Streaming job computes windowed revenue per product and writes
+# it exactly once into the warehouse (DuckDB files in ./samsa-data/pipeline/) while a Kafka Connect
+# worker's Snowflake-shaped sink lands the raw events; the walk-through checks both tables against
+# the events. (`samsa demo` is the plain produce/consume walk-through.)
 run: install
 	$(VENV)/bin/samsa pipeline
 

@@ -70,7 +70,8 @@ async def _serve(config: BrokerConfig) -> None:
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
     registry = await _start_registry(config, broker.host, broker.port)
-    connect = await _start_connect(config, broker.host, broker.port)
+    registry_url = f"http://{registry.config.host_port[0]}:{registry.port}" if registry else None
+    connect = await _start_connect(config, broker.host, broker.port, registry_url)
     await stop.wait()
     if connect is not None:
         await connect.stop()
@@ -99,10 +100,13 @@ async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
 CONNECT_PREFIX = "connect.worker."
 
 
-async def _start_connect(config: BrokerConfig, host: str, port: int) -> Any:
+async def _start_connect(config: BrokerConfig, host: str, port: int,
+                         registry_url: str | None = None) -> Any:
     """A distributed Connect worker in the broker's process (threads for the herder and tasks,
     the REST API on this event loop), when connect.enable is set. Worker settings:
-    `connect.worker.<name>` overrides (e.g. connect.worker.group.id)."""
+    `connect.worker.<name>` overrides (e.g. connect.worker.group.id). With the embedded schema
+    registry on too, the worker's key/value.converter.schema.registry.url default to it, so a
+    connector naming a registry converter without a URL (the seeds' Snowflake JSON) uses it."""
     if not config.get_bool("connect.enable"):
         return None
     from samsa.connect.runtime.process import WorkerProcess
@@ -113,6 +117,9 @@ async def _start_connect(config: BrokerConfig, host: str, port: int) -> Any:
              "config.storage.replication.factor": "-1", "offset.storage.replication.factor": "-1",
              "status.storage.replication.factor": "-1",
              "listeners": config.get("connect.listeners") or "http://127.0.0.1:8083"}
+    if registry_url:
+        props["key.converter.schema.registry.url"] = registry_url
+        props["value.converter.schema.registry.url"] = registry_url
     props.update({k[len(CONNECT_PREFIX):]: v for k, v in config.values.items()
                   if k.startswith(CONNECT_PREFIX)})
     worker = WorkerProcess(props, distributed=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -159,7 +160,7 @@ class SourceTask(Task):
 
 
 class ErrantRecordReporter(Protocol):
-    def report(self, record: SinkRecord, error: Exception) -> None: ...
+    def report(self, record: SinkRecord, error: Exception) -> Future[None]: ...
 
 
 class SinkTaskContext(Protocol):

@@ -4,7 +4,7 @@ keeps running."""
 
 from __future__ import annotations
 
-from samsa.connect.api import SinkConnector, SinkTask, SourceConnector, SourceTask, Task
+from samsa.connect.api import SinkConnector, SinkTask, SourceConnector, SourceTask, Task, TopicPartition
 from samsa.connect.config_def import ConfigDef, ConfigType, Importance
 from samsa.connect.data import STRING_SCHEMA, SinkRecord, SourceRecord
 
@@ -170,6 +170,45 @@ class BoundarySourceTask(SourceTask):
             else:
                 ctx.abort_transaction(records[-1])
         return records
+
+    def stop(self) -> None:
+        pass
+
+
+class RewindingSinkConnector(SinkConnector):
+    """open() asks the runtime to start every assigned partition at `start.offset` (as sinks that
+    keep offsets in their target do); put() appends `partition offset` lines to `file`."""
+
+    def start(self, props: dict[str, str]) -> None:
+        self.props = props
+
+    def task_class(self) -> type[Task]:
+        return RewindingSinkTask
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props)]
+
+    def stop(self) -> None:
+        pass
+
+    def config(self) -> ConfigDef:
+        return (ConfigDef()
+                .define("file", ConfigType.STRING, importance=Importance.HIGH, documentation="output")
+                .define("start.offset", ConfigType.INT, importance=Importance.HIGH,
+                        documentation="where open() seeks every partition"))
+
+
+class RewindingSinkTask(SinkTask):
+    def start(self, props: dict[str, str]) -> None:
+        self.path = props["file"]
+        self.start_offset = int(props["start.offset"])
+
+    def open(self, partitions: list[TopicPartition]) -> None:
+        self.context.offset({tp: self.start_offset for tp in partitions})
+
+    def put(self, records: list[SinkRecord]) -> None:
+        with open(self.path, "a") as f:
+            f.writelines(f"{r.kafka_partition} {r.kafka_offset}\n" for r in records)
 
     def stop(self) -> None:
         pass

@@ -14,4 +14,14 @@ PLUGINS: dict[str, str] = {
         "samsa.connect.connectors.verifiable:VerifiableSinkConnector",
     "io.confluent.kafka.connect.datagen.DatagenConnector":
         "samsa.connect.connectors.datagen:DatagenConnector",
+    "io.debezium.connector.postgresql.PostgresConnector":
+        "samsa.connect.connectors.postgres_cdc:PostgresConnector",
+    "org.apache.iceberg.connect.IcebergSinkConnector":
+        "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
+    "io.tabular.iceberg.connect.IcebergSinkConnector":
+        "samsa.connect.connectors.iceberg_sink:IcebergSinkConnector",
+    "io.confluent.connect.jdbc.JdbcSinkConnector":
+        "samsa.connect.connectors.jdbc_sink:JdbcSinkConnector",
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector":
+        "samsa.connect.connectors.snowflake_sink:SnowflakeSinkConnector",
 }

@@ -1,5 +1,6 @@
-"""Small pieces the built-in connectors share: a stop-aware wait, Java-like text of Connect
-values (what Kafka's tools print), and a JSON-lines reporter writing to stdout or a file."""
+"""Small pieces the built-in connectors share: the usual connector life cycle, a stop-aware wait,
+Java-like text of Connect values (what Kafka's tools print), and a JSON-lines reporter writing to
+stdout or a file."""
 
 from __future__ import annotations
 
@@ -8,9 +9,43 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
+from ..config_def import AbstractConfig, ConfigDef
 from ..data import Struct
+
+
+class ConfiguredConnector:
+    """The life cycle most connectors share (mix in before SourceConnector/SinkConnector):
+    start() checks the config, so a bad one fails the connector rather than each task, and keeps
+    it; every task gets a copy (numbered under TASK_ID_KEY when set; at most MAX_TASKS tasks);
+    stop() has nothing to release. Subclasses set CONFIG_DEF and override `check` for rules the
+    ConfigDef cannot express."""
+
+    CONFIG_DEF: ClassVar[ConfigDef]
+    TASK_ID_KEY: ClassVar[str | None] = None
+    MAX_TASKS: ClassVar[int | None] = None
+
+    def __init__(self) -> None:
+        self._props: dict[str, str] = {}
+
+    def check(self, props: dict[str, str]) -> None:
+        AbstractConfig(self.CONFIG_DEF, props)
+
+    def start(self, props: dict[str, str]) -> None:
+        self.check(props)
+        self._props = dict(props)
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        n = max_tasks if self.MAX_TASKS is None else min(max_tasks, self.MAX_TASKS)
+        key = self.TASK_ID_KEY
+        return [dict(self._props) if key is None else {**self._props, key: str(i)} for i in range(n)]
+
+    def stop(self) -> None:
+        pass
+
+    def config(self) -> ConfigDef:
+        return self.CONFIG_DEF
 
 
 class Stopper:

@@ -17,4 +17,9 @@ PLUGINS: dict[str, str] = {
     "io.confluent.connect.avro.AvroConverter": f"{_M}.avro:AvroConverter",
     "io.confluent.connect.protobuf.ProtobufConverter": f"{_M}.protobuf:ProtobufConverter",
     "io.confluent.connect.json.JsonSchemaConverter": f"{_M}.json_schema:JsonSchemaConverter",
+    # Snowflake's own converter names (the Snowflake-shaped warehouse sink's configs)
+    "com.snowflake.kafka.connector.records.SnowflakeJsonConverter":
+        "samsa.connect.connectors.snowflake.converters:SnowflakeJsonConverter",
+    "com.snowflake.kafka.connector.records.SnowflakeAvroConverter":
+        "samsa.connect.connectors.snowflake.converters:SnowflakeAvroConverter",
 }

@@ -13,6 +13,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient
 
+from ..api import TopicPartition
 from ..errors import BadRequestException, ConnectException, NotFoundException
 from ..plugins import Plugins
 from .herder import (
@@ -201,9 +202,15 @@ class AbstractHerder(Herder):
 
     def alter_sink_offsets(self, name: str, config: dict[str, str],
                            offsets: list[dict[str, Any]] | None) -> str:
-        """PATCH (offsets) or DELETE (None) of a sink connector's committed offsets."""
+        """PATCH (offsets) or DELETE (None) of a sink connector's committed offsets. As in Kafka
+        (KIP-875), the connector's alter_offsets sees the change first: a sink that keeps its
+        offsets in the target system updates them there, or raises to refuse the change."""
         group = self.sink_group(name, config)
         if offsets is None:
+            current = self.sink_offsets(name, config).offsets
+            self._connector_alters(name, config, {
+                TopicPartition(o["partition"]["kafka_topic"], o["partition"]["kafka_partition"]): None
+                for o in current})
             fut = self.admin().delete_consumer_groups([group], request_timeout=30)
             try:
                 fut[group].result(timeout=30)
@@ -231,6 +238,9 @@ class AbstractHerder(Herder):
                 raise BadRequestException("Offsets for sink connectors must contain the key "
                                           "'kafka_offset' with a non-negative integer")
             tps.append(KafkaTP(topic, partition, value))
+        self._connector_alters(name, config, {
+            **{TopicPartition(tp.topic, tp.partition): tp.offset for tp in tps},
+            **{TopicPartition(tp.topic, tp.partition): None for tp in deletes}})
         if tps:
             fut = self.admin().alter_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group, tps)])
@@ -243,6 +253,14 @@ class AbstractHerder(Herder):
             from .offset_delete import delete_group_offsets
             delete_group_offsets(self.config.bootstrap, group, deletes)
         return "The offsets for this connector have been altered successfully"
+
+    def _connector_alters(self, name: str, config: dict[str, str],
+                          offsets: dict[TopicPartition, int | None]) -> None:
+        connector = self.plugins.new(config["connector.class"])
+        try:
+            connector.alter_offsets({**config, "name": name}, offsets)
+        except Exception as e:
+            raise BadRequestException(f"Failed to alter offsets for connector {name}: {e}") from None
 
     def require_stopped(self, name: str, target: TargetState) -> None:
         if target is not TargetState.STOPPED:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTP
 
 from ..api import ErrantRecordReporter, SinkTask, TopicPartition
 from ..data import Headers, SinkRecord, TimestampType
-from ..errors import RetriableException
+from ..errors import ConnectException, RetriableException
 from .status import ConnectorTaskId, TargetState
 from .tolerance import FAILED, Consumed, Failure, RetryWithToleranceOperator, Stage, run_chain
 from .worker_task import Converters, StatusListener, WorkerTask
@@ -24,6 +25,7 @@ from .worker_task import Converters, StatusListener, WorkerTask
 log = logging.getLogger("samsa.connect.sink")
 MAX_POLL_RECORDS = 500
 POLL_TIMEOUT_S = 0.5
+REPORT_FLUSH_TIMEOUT_S = 30.0
 _TS_TYPES = {0: TimestampType.NO_TIMESTAMP_TYPE, 1: TimestampType.CREATE_TIME,
              2: TimestampType.LOG_APPEND_TIME}
 
@@ -40,16 +42,38 @@ class SinkTaskSettings:
 
 class _Reporter:
     """The ErrantRecordReporter a sink task gets: a record it could not write goes to the log /
-    dead letter queue like a conversion failure (KIP-610)."""
+    dead letter queue like a conversion failure (KIP-610). Synchronous: the DLQ write is acknowledged
+    before `report` returns (its Future is already done), so a sink that commits its own offsets
+    right after reporting (rows + offsets in one database transaction) cannot lose the DLQ copy in a
+    crash between the two."""
 
     def __init__(self, runner: WorkerSinkTask) -> None:
         self.runner = runner
 
-    def report(self, record: SinkRecord, error: Exception) -> None:
+    def report(self, record: SinkRecord, error: Exception) -> Future[None]:
         raw = self.runner.raw.get((record.original_topic, record.original_kafka_partition,
                                    record.original_kafka_offset))
-        self.runner.operator._fail(Failure(Stage.TASK_PUT, type(self.runner.sink_task).__name__,
-                                           error, raw))
+        done: Future[None] = Future()
+        reporters = self.runner.operator.reporters
+        errors_before = [len(getattr(r, "errors", ())) for r in reporters]
+        try:
+            self.runner.operator._fail(Failure(Stage.TASK_PUT, type(self.runner.sink_task).__name__,
+                                               error, raw))
+            for r, before in zip(reporters, errors_before, strict=True):
+                flush = getattr(r, "flush", None)
+                if flush is None:
+                    continue
+                if flush(REPORT_FLUSH_TIMEOUT_S):
+                    raise ConnectException("dead letter queue write not acknowledged within "
+                                           f"{REPORT_FLUSH_TIMEOUT_S:.0f} s")
+                errors = getattr(r, "errors", [])
+                if len(errors) > before:
+                    raise ConnectException(f"dead letter queue write failed: {errors[-1]}")
+        except BaseException as e:
+            done.set_exception(e)
+            raise
+        done.set_result(None)
+        return done
 
 
 class WorkerSinkTask(WorkerTask):
@@ -127,8 +151,30 @@ class WorkerSinkTask(WorkerTask):
             self.sink_task.open(tps)
         except Exception as e:  # the task fails on its next loop
             self.failed = e
+        self._assign_with_seeks(consumer, partitions)
         if self.paused:
             consumer.pause(partitions)
+
+    def _assign_with_seeks(self, consumer: Consumer, partitions: list[KafkaTP]) -> None:
+        """Offsets open() asked for (context.offset) become the new partitions' start positions
+        right in the assignment, as Kafka rewinds before the first record is delivered; a seek on
+        the next loop turn would come after this poll's records from the committed offsets."""
+        starts: list[KafkaTP] = []
+        for p in partitions:
+            tp = TopicPartition(p.topic, p.partition)
+            off = self._seek.pop(tp, None)
+            if off is not None:
+                self.current[tp] = off
+            starts.append(KafkaTP(p.topic, p.partition) if off is None else
+                          KafkaTP(p.topic, p.partition, off))
+        if len(starts) == 0:
+            return
+        # Assigning here replaces the client's own assign after the callback.
+        strategy = str(self.settings.consumer_config.get("partition.assignment.strategy", ""))
+        if "cooperative" in strategy:
+            consumer.incremental_assign(starts)
+        else:
+            consumer.assign(starts)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[KafkaTP]) -> None:
         tps = [TopicPartition(p.topic, p.partition) for p in partitions]

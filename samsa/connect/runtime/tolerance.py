@@ -206,8 +206,9 @@ class DeadLetterQueueReporter:
                               on_delivery=done)
         self.producer.poll(0)
 
-    def flush(self, timeout_s: float) -> None:
-        self.producer.flush(timeout_s)
+    def flush(self, timeout_s: float) -> int:
+        """Wait for the DLQ writes; returns how many are still not acknowledged."""
+        return int(self.producer.flush(timeout_s))
 
     def close(self) -> None:
         self.producer.flush(10)

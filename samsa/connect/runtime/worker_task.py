@@ -34,6 +34,9 @@ class Converters:
     header: HeaderConverter
 
 
+REGISTRY_URL = "schema.registry.url"
+
+
 def _prefixed(props: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in props.items() if k.startswith(prefix)}
 
@@ -53,6 +56,11 @@ def build_converters(plugins: Plugins, connector_props: dict[str, str],
             (PluginType.CONVERTER,)
         conv = plugins.new(cls_name, *types)
         cfg = {k: str(v) for k, v in _prefixed(source, name + ".").items()}
+        if source is connector_props and REGISTRY_URL not in cfg and \
+                worker_props.get(f"{name}.{REGISTRY_URL}"):
+            # Samsa's fallback (docs/compatibility.md): a connector naming a registry converter
+            # without its URL uses the worker's, e.g. the seeds' Snowflake JSON posted as written.
+            cfg[REGISTRY_URL] = str(worker_props[f"{name}.{REGISTRY_URL}"])
         if kind == "header":
             if isinstance(conv, HeaderConverter):
                 conv.configure({**cfg, "converter.type": "header"})

@@ -210,6 +210,24 @@ def test_sink_retriable_put_is_redelivered(broker: SamsaBroker, tmp_path: Path) 
     assert sorted(got) == sorted(values)
 
 
+def test_offsets_set_in_open_apply_before_any_record_is_delivered(broker: SamsaBroker,
+                                                                 tmp_path: Path) -> None:
+    """context.offset() called from open() (a sink resuming from offsets kept in its target) takes
+    effect before put() sees a record: no record below the requested offset is ever delivered."""
+    topic, out = "rewind-in", tmp_path / "rewind.txt"
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(200):
+        p.produce(topic, value=f"v{i}".encode(), partition=0)
+    p.flush(10)
+    with ConnectWorker(broker.bootstrap, tmp_path, props={"plugin.path": PLUGINS}) as w:
+        assert w.create("rewind", {"connector.class": "RewindingSinkConnector", "topics": topic,
+                                   "file": str(out), "start.offset": "150"}).status_code == 201
+        wanted = {f"0 {i}" for i in range(150, 200)}
+        got = wait_lines(out, wanted)
+    assert sorted(got, key=lambda line: int(line.split()[1])) == \
+        sorted(wanted, key=lambda line: int(line.split()[1]))
+
+
 def test_invalid_config_is_refused_with_per_field_errors(broker: SamsaBroker, tmp_path: Path) -> None:
     with ConnectWorker(broker.bootstrap, tmp_path) as w:
         resp = w.create("bad", {"connector.class": "FileStreamSource", "tasks.max": "zero"})

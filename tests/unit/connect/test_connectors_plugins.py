@@ -14,11 +14,28 @@ EXPECTED = {
     "org.apache.kafka.connect.tools.VerifiableSourceConnector": PluginType.SOURCE,
     "org.apache.kafka.connect.tools.VerifiableSinkConnector": PluginType.SINK,
     "io.confluent.kafka.connect.datagen.DatagenConnector": PluginType.SOURCE,
+    "io.confluent.connect.jdbc.JdbcSinkConnector": PluginType.SINK,
+    "com.snowflake.kafka.connector.SnowflakeSinkConnector": PluginType.SINK,
+    "io.debezium.connector.postgresql.PostgresConnector": PluginType.SOURCE,
 }
 
 
+# Apache Iceberg's sink under its own and Tabular's older class name: one plugin, two names, so
+# the simple-name aliases are ambiguous (as in Kafka) and the full name is needed
+ICEBERG = ("org.apache.iceberg.connect.IcebergSinkConnector",
+           "io.tabular.iceberg.connect.IcebergSinkConnector")
+
+
 def test_table_names_every_builtin() -> None:
-    assert set(PLUGINS) == set(EXPECTED)
+    assert set(PLUGINS) == set(EXPECTED) | set(ICEBERG)
+
+
+def test_iceberg_sink_by_both_class_names() -> None:
+    plugins = Plugins()
+    classes = {plugins.find(name).load() for name in ICEBERG}
+    assert len(classes) == 1 and issubclass(classes.pop(), SinkConnector)
+    with pytest.raises(Exception, match="ambiguous"):
+        plugins.find("IcebergSinkConnector")
 
 
 @pytest.mark.parametrize(("name", "kind"), sorted(EXPECTED.items()))
