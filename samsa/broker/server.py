@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
 from samsa.protocol.fetch_response import FetchChunks
+from samsa.security.principal import ANONYMOUS, KafkaPrincipal
 from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ class KafkaConnection(asyncio.Protocol):
         self.counted = 0  # requests of this connection counted in limits.in_flight
         self.peer_ip = ""
         self.fetch_sessions: dict[int, Any] = {}
+        # Who this connection is (TLS client certificate or SASL replace it) and how it came in.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.security_protocol = "PLAINTEXT"
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
         # Fetch handlers in flight (their coroutines): stopped when the connection goes
