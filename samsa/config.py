@@ -286,6 +286,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "How often timed-out transactions are looked for.", at_least=1),
     ConfigDef("transactional.id.expiration.ms", "int", "604800000",
               "Idle transactional ids are forgotten after this long.", at_least=1),
+    # ---- ACLs (issue 17) ----
+    ConfigDef("authorizer.class.name", "string", "",
+              "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer enables "
+              "ACLs; empty (the default) authorizes every request."),
+    ConfigDef("super.users", "list", "",
+              "Principals (User:name, separated by ;) allowed everything whatever the ACLs."),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", "false",
+              "Allow a request on a resource no ACL names (else it is denied)."),
     ConfigDef("producer.id.expiration.ms", "int", "86400000",
               "Idle producers' idempotence state is dropped after this long.", at_least=1),
     ConfigDef("producer.id.expiration.check.interval.ms", "int", "600000",

@@ -20,6 +20,7 @@ from samsa.coordinator.txn.markers import MarkerSender
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
+from samsa.security.authorizer import Authorizer
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -60,6 +61,8 @@ class Broker:
         self.logs = LogManager(config.log_dirs, CleanerConfig.from_broker(config.get))
         self.logs.hw_checkpoint_ms = config.get_int("replica.high.watermark.checkpoint.interval.ms")
         self.controller = ControllerClient(self)
+        # ACLs (issue 17): None unless authorizer.class.name names the StandardAuthorizer
+        self.authorizer = Authorizer.from_config(config.get, lambda: self.node.image.acls)
         self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}")
         self.lifecycle = BrokerLifecycle(self)
         self.replicas = ReplicaManager(

@@ -53,6 +53,10 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 WRITE_TXN_MARKERS = 27
+# ACLs (issue 17)
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -102,6 +106,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # ACLs (issue 17): Kafka 4.0's ranges
+    DESCRIBE_ACLS: (1, 3),
+    CREATE_ACLS: (1, 3),
+    DELETE_ACLS: (1, 3),
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
@@ -136,4 +144,7 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     ELECT_LEADERS: SUPPORTED[ELECT_LEADERS],
     ALTER_PARTITION_REASSIGNMENTS: SUPPORTED[ALTER_PARTITION_REASSIGNMENTS],
     LIST_PARTITION_REASSIGNMENTS: SUPPORTED[LIST_PARTITION_REASSIGNMENTS],
+    # ACL changes brokers forward (issue 17)
+    CREATE_ACLS: SUPPORTED[CREATE_ACLS],
+    DELETE_ACLS: SUPPORTED[DELETE_ACLS],
 }

@@ -42,6 +42,9 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     26: (0, 5),   # EndTxn
     27: (1, 1),   # WriteTxnMarkers
     28: (0, 5),   # TxnOffsetCommit
+    29: (1, 3),   # DescribeAcls
+    30: (1, 3),   # CreateAcls
+    31: (1, 3),   # DeleteAcls
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
     34: (1, 2),   # AlterReplicaLogDirs

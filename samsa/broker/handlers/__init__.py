@@ -9,6 +9,7 @@ from typing import Any
 from samsa.protocol import apis
 
 from . import (
+    acls,
     admin,
     configs,
     controller_apis,
@@ -67,6 +68,9 @@ HANDLERS: dict[int, Any] = {
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
+    apis.DESCRIBE_ACLS: acls.describe_acls,
+    apis.CREATE_ACLS: acls.create_acls,
+    apis.DELETE_ACLS: acls.delete_acls,
 }
 
 
@@ -91,6 +95,8 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ELECT_LEADERS: admin.elect_leaders,
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+    apis.CREATE_ACLS: acls.create_acls,
+    apis.DELETE_ACLS: acls.delete_acls,
 }
 
 

@@ -22,6 +22,7 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from samsa.config import BrokerConfig, ConfigError
 from samsa.protocol.errors import Err
@@ -80,6 +81,7 @@ from .validation import (
 __all__ = ["BOOTSTRAP_METADATA_VERSION", "PRODUCER_ID_BLOCK", "HeartbeatReply", "IsrChange",
            "QuorumController"]
 
+_R = TypeVar("_R")
 log = logging.getLogger("samsa.controller")
 
 # Kafka's ProducerIdControlManager hands out blocks of this size.
@@ -282,6 +284,16 @@ class QuorumController:
                 return
             await self._propose([ConfigRecord(BROKER_RESOURCE, node, k, v)
                                  for k, v in changes.items()])
+
+    # ---- ACLs (issue 17): samsa.security.acl_control builds the records from the image --------
+    async def propose_built(self, build: Callable[[MetadataImage], tuple[list[Record], _R]]) -> _R:
+        """Records `build` derives from the committed image, proposed under the controller lock
+        (so two ACL changes never decide on the same image); returns build's answer."""
+        async with self._lock:
+            records, answer = build(self.image)
+            if records:
+                await self._propose(records)
+            return answer
 
     # ---- producer ids ----------------------------------------------------------------------
 

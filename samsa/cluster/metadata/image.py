@@ -14,9 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 
 from samsa.config import TOPIC_CONFIGS
+from samsa.security.authorizer import AclBinding
 
 from .records import (
     BROKER_RESOURCE,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
     BrokerEndpoint,
@@ -88,6 +91,25 @@ class TopicImage:
         return len(self.partitions)
 
 
+class AclMap(dict[uuid.UUID, AclBinding]):
+    """The ACL bindings by id; `version` counts changes (the authorizer re-indexes on it)."""
+
+    version = 0
+
+    def apply(self, r: AccessControlEntryRecord | RemoveAccessControlEntryRecord) -> None:
+        if isinstance(r, AccessControlEntryRecord):
+            self[r.id] = AclBinding(r.resource_type, r.resource_name, r.pattern_type,
+                                    r.principal, r.host, r.operation, r.permission_type)
+        elif self.pop(r.id, None) is None:
+            log.warning("removing unknown ACL %s: ignored", r.id)
+        self.version += 1
+
+    def to_records(self) -> list[Record]:
+        return [AccessControlEntryRecord(i, b.resource_type, b.resource_name, b.pattern_type,
+                                         b.principal, b.host, b.operation, b.permission)
+                for i, b in self.items()]
+
+
 @dataclass(slots=True)
 class MetadataImage:
     cluster_id: str = ""  # from meta.properties: no record carries it
@@ -99,6 +121,7 @@ class MetadataImage:
     node_configs: dict[int, dict[str, str]] = field(default_factory=dict)  # broker "<id>"
     features: dict[str, int] = field(default_factory=dict)
     next_producer_id: int = 0
+    acls: AclMap = field(default_factory=lambda: AclMap())  # ACL id -> binding
 
     # ------------------------------------------------------------------------------ applying
     def apply(self, record: Record, offset: int = -1) -> None:
@@ -138,6 +161,8 @@ class MetadataImage:
                 self.features[record.name] = record.feature_level
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id
+        elif isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
+            self.acls.apply(record)
         elif not isinstance(record, NoOpRecord):
             log.warning("not a metadata record: %r", record)
 
@@ -264,6 +289,7 @@ class MetadataImage:
             out += [ConfigRecord(BROKER_RESOURCE, str(node), k, v) for k, v in layer.items()]
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))  # as Kafka's image
+        out += self.acls.to_records()
         return out
 
     def live_brokers(self) -> list[BrokerRegistration]:

@@ -178,6 +178,26 @@ class BrokerRegistrationChangeRecord:
     log_dirs: tuple[uuid.UUID, ...] = ()  # v2+, tag 2; empty: unchanged
 
 
+# ---- ACLs (issue 17): Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 6
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    API_KEY: ClassVar[int] = 14
+    id: uuid.UUID
+
+
 @dataclass(frozen=True, slots=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
@@ -186,11 +206,13 @@ class NoOpRecord:
 Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord
           | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord
           | RemoveTopicRecord | FeatureLevelRecord | ProducerIdsRecord
-          | BrokerRegistrationChangeRecord | NoOpRecord)
+          | BrokerRegistrationChangeRecord | NoOpRecord
+          | AccessControlEntryRecord | RemoveAccessControlEntryRecord)
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0}
+                                15: 0, 17: 2, 20: 0,
+                                6: 0, 14: 0}  # ACLs
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -647,6 +669,17 @@ def _w_body(w: _Writer, rec: Record, v: int) -> None:
         w.i32(rec.broker_id)
         w.i64(rec.broker_epoch)
         w.i64(rec.next_producer_id)
+    elif isinstance(rec, AccessControlEntryRecord):
+        w.uid(rec.id)
+        w.i8(rec.resource_type)
+        w.string(rec.resource_name)
+        w.i8(rec.pattern_type)
+        w.string(rec.principal)
+        w.string(rec.host)
+        w.i8(rec.operation)
+        w.i8(rec.permission_type)
+    elif isinstance(rec, RemoveAccessControlEntryRecord):
+        w.uid(rec.id)
     elif not isinstance(rec, NoOpRecord):
         raise MetadataRecordError(f"not a metadata record: {type(rec).__name__}")
     w.tags([])
@@ -679,6 +712,9 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     15: _r_plain(lambda r: ProducerIdsRecord(r.i32(), r.i64(), r.i64())),
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),
+    6: _r_plain(lambda r: AccessControlEntryRecord(r.uid(), r.i8(), r.string(), r.i8(),
+                                                   r.string(), r.string(), r.i8(), r.i8())),
+    14: _r_plain(lambda r: RemoveAccessControlEntryRecord(r.uid())),
 }
 
 

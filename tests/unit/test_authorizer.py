@@ -1,0 +1,187 @@
+"""StandardAuthorizer semantics of samsa.security.authorizer, ACL records through the metadata
+image (encode/decode, snapshot), and CreateAcls/DeleteAcls' record building."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from samsa.cluster.metadata import records as rec
+from samsa.cluster.metadata.image import MetadataImage
+from samsa.security import acl_control
+from samsa.security import authorizer as az
+from samsa.security.principal import KafkaPrincipal
+
+ALICE = KafkaPrincipal("User", "alice")
+BOB = KafkaPrincipal("User", "bob")
+
+
+def binding(name: str, op: int, perm: int = az.PERM_ALLOW, principal: str = "User:alice",
+            pattern: int = az.P_LITERAL, rtype: int = az.R_TOPIC,
+            host: str = "*") -> az.AclBinding:
+    return az.AclBinding(rtype, name, pattern, principal, host, op, perm)
+
+
+def authorizer(*bindings: az.AclBinding, supers: tuple[str, ...] = (),
+               allow_if_none: bool = False) -> tuple[az.Authorizer, MetadataImage]:
+    image = MetadataImage()
+    for b in bindings:
+        image.apply(rec.AccessControlEntryRecord(uuid.uuid4(), b.resource_type, b.resource_name,
+                                                 b.pattern_type, b.principal, b.host,
+                                                 b.operation, b.permission))
+    return az.Authorizer(lambda: image.acls, supers, allow_if_none), image
+
+
+def test_literal_allow_only_for_that_principal_and_operation() -> None:
+    a, _ = authorizer(binding("orders", az.OP_READ))
+    assert a.authorize(ALICE, "10.0.0.1", az.OP_READ, az.R_TOPIC, "orders")
+    assert not a.authorize(BOB, "10.0.0.1", az.OP_READ, az.R_TOPIC, "orders")
+    assert not a.authorize(ALICE, "10.0.0.1", az.OP_WRITE, az.R_TOPIC, "orders")
+    assert not a.authorize(ALICE, "10.0.0.1", az.OP_READ, az.R_TOPIC, "orders2")
+    assert not a.authorize(ALICE, "10.0.0.1", az.OP_READ, az.R_GROUP, "orders")
+
+
+def test_implied_operations() -> None:
+    a, _ = authorizer(binding("t", az.OP_WRITE), binding("c", az.OP_ALTER_CONFIGS))
+    assert a.authorize(ALICE, "h", az.OP_DESCRIBE, az.R_TOPIC, "t")  # WRITE implies DESCRIBE
+    assert not a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")
+    assert a.authorize(ALICE, "h", az.OP_DESCRIBE_CONFIGS, az.R_TOPIC, "c")
+    assert not a.authorize(ALICE, "h", az.OP_DESCRIBE, az.R_TOPIC, "c")
+    for op in (az.OP_READ, az.OP_DELETE, az.OP_ALTER):
+        b, _ = authorizer(binding("t", op))
+        assert b.authorize(ALICE, "h", az.OP_DESCRIBE, az.R_TOPIC, "t")
+
+
+def test_all_allows_everything_and_deny_wins() -> None:
+    a, _ = authorizer(binding("t", az.OP_ALL), binding("t", az.OP_WRITE, az.PERM_DENY))
+    assert a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")
+    assert not a.authorize(ALICE, "h", az.OP_WRITE, az.R_TOPIC, "t")
+    # a DENY of READ does not deny DESCRIBE (implications apply to ALLOW only)
+    b, _ = authorizer(binding("t", az.OP_ALL), binding("t", az.OP_READ, az.PERM_DENY))
+    assert b.authorize(ALICE, "h", az.OP_DESCRIBE, az.R_TOPIC, "t")
+    # DENY ALL beats an ALLOW through a wildcard principal and a prefix
+    c, _ = authorizer(binding("t", az.OP_READ, principal="User:*", pattern=az.P_PREFIXED),
+                      binding("t", az.OP_ALL, az.PERM_DENY))
+    assert not c.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")
+    assert c.authorize(BOB, "h", az.OP_READ, az.R_TOPIC, "tx")
+
+
+def test_prefixed_and_wildcard_patterns() -> None:
+    a, _ = authorizer(binding("fin-", az.OP_READ, pattern=az.P_PREFIXED),
+                      binding("*", az.OP_DESCRIBE, principal="User:bob"))
+    assert a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "fin-payments")
+    assert a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "fin-")
+    assert not a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "fi")
+    assert not a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "hr-fin-x")
+    assert a.authorize(BOB, "h", az.OP_DESCRIBE, az.R_TOPIC, "anything")
+    assert not a.authorize(BOB, "h", az.OP_READ, az.R_TOPIC, "anything")
+    # a PREFIXED "*" is a prefix, not a wildcard
+    b, _ = authorizer(binding("*", az.OP_READ, pattern=az.P_PREFIXED))
+    assert not b.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "orders")
+
+
+def test_hosts() -> None:
+    a, _ = authorizer(binding("t", az.OP_READ, host="10.0.0.1"))
+    assert a.authorize(ALICE, "10.0.0.1", az.OP_READ, az.R_TOPIC, "t")
+    assert not a.authorize(ALICE, "10.0.0.2", az.OP_READ, az.R_TOPIC, "t")
+    b, _ = authorizer(binding("t", az.OP_READ),
+                      binding("t", az.OP_READ, az.PERM_DENY, host="10.0.0.9"))
+    assert b.authorize(ALICE, "10.0.0.1", az.OP_READ, az.R_TOPIC, "t")
+    assert not b.authorize(ALICE, "10.0.0.9", az.OP_READ, az.R_TOPIC, "t")
+
+
+def test_super_users_and_no_acl_rule() -> None:
+    a, _ = authorizer(binding("t", az.OP_ALL, az.PERM_DENY, principal="User:*"),
+                      supers=("User:admin",))
+    admin = KafkaPrincipal("User", "admin")
+    assert a.authorize(admin, "h", az.OP_WRITE, az.R_TOPIC, "t")
+    assert not a.authorize(ALICE, "h", az.OP_WRITE, az.R_TOPIC, "t")
+    # no ACL names the resource: allow.everyone.if.no.acl.found decides
+    assert not a.authorize(ALICE, "h", az.OP_WRITE, az.R_TOPIC, "other")
+    b, _ = authorizer(binding("t", az.OP_READ, principal="User:bob"), allow_if_none=True)
+    assert b.authorize(ALICE, "h", az.OP_WRITE, az.R_TOPIC, "other")
+    assert not b.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")  # an ACL exists for t
+
+
+def test_authorize_any_topic() -> None:
+    a, _ = authorizer(binding("t", az.OP_WRITE))
+    assert a.authorize_any(ALICE, "h", az.OP_WRITE, az.R_TOPIC)
+    assert not a.authorize_any(BOB, "h", az.OP_WRITE, az.R_TOPIC)
+    b, _ = authorizer(binding("t", az.OP_WRITE), binding("t", az.OP_WRITE, az.PERM_DENY))
+    assert not b.authorize_any(ALICE, "h", az.OP_WRITE, az.R_TOPIC)
+    c, _ = authorizer(binding("ab", az.OP_WRITE),
+                      binding("a", az.OP_WRITE, az.PERM_DENY, pattern=az.P_PREFIXED))
+    assert not c.authorize_any(ALICE, "h", az.OP_WRITE, az.R_TOPIC)
+
+
+def test_operations_bitfield() -> None:
+    a, _ = authorizer(binding("t", az.OP_READ))
+    bits = a.operations(ALICE, "h", az.R_TOPIC, "t")
+    assert bits == (1 << az.OP_READ) | (1 << az.OP_DESCRIBE)
+
+
+def test_index_follows_image_changes() -> None:
+    a, image = authorizer(binding("t", az.OP_READ))
+    assert a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")
+    (acl_id,) = image.acls
+    image.apply(rec.RemoveAccessControlEntryRecord(acl_id))
+    assert not a.authorize(ALICE, "h", az.OP_READ, az.R_TOPIC, "t")
+
+
+def test_records_round_trip_and_snapshot() -> None:
+    r = rec.AccessControlEntryRecord(uuid.uuid4(), az.R_GROUP, "g", az.P_PREFIXED, "User:a",
+                                     "*", az.OP_READ, az.PERM_ALLOW)
+    assert rec.decode(rec.encode(r)) == r
+    gone = rec.RemoveAccessControlEntryRecord(r.id)
+    assert rec.decode(rec.encode(gone)) == gone
+    image = MetadataImage()
+    image.apply(r)
+    rebuilt = MetadataImage()
+    for x in image.to_records():
+        rebuilt.apply(rec.decode(rec.encode(x)))
+    assert dict(rebuilt.acls) == dict(image.acls)
+
+
+def test_create_and_delete_records() -> None:
+    image = MetadataImage()
+    good = binding("t", az.OP_READ)
+    bad_op = binding("t", az.OP_IDEMPOTENT_WRITE)  # not an operation on topics
+    bad_cluster = binding("x", az.OP_ALTER, rtype=az.R_CLUSTER)
+    records, results = acl_control.create_records(image.acls, [good, good, bad_op, bad_cluster],
+                                                  42)
+    assert [c for c, _ in results] == [0, 0, 42, 42]
+    assert len(records) == 1  # the same binding twice is stored once
+    for r in records:
+        image.apply(r)
+    records, results = acl_control.create_records(image.acls, [good], 42)
+    assert records == [] and results == [(0, None)]
+    flt = az.AclFilter(resource_type=az.R_TOPIC, resource_name="t", pattern_type=az.P_MATCH)
+    records, out = acl_control.delete_records(image.acls, [flt, az.AclFilter()], 42)
+    assert len(records) == 1 and [len(m) for _, _, m in out] == [1, 1]
+
+
+def test_filter_match_pattern() -> None:
+    lit = binding("orders", az.OP_READ)
+    pre = binding("ord", az.OP_READ, pattern=az.P_PREFIXED)
+    wild = binding("*", az.OP_READ)
+    other = binding("x", az.OP_READ)
+    f = az.AclFilter(az.R_TOPIC, "orders", az.P_MATCH)
+    assert [f.matches(b) for b in (lit, pre, wild, other)] == [True, True, True, False]
+    g = az.AclFilter(az.R_TOPIC, "ord", az.P_PREFIXED)
+    assert [g.matches(b) for b in (lit, pre, wild, other)] == [False, True, False, False]
+
+
+@pytest.mark.parametrize("name,ok", [("", False), (az.STANDARD_AUTHORIZER, True),
+                                     ("com.example.Mine", None)])
+def test_from_config(name: str, ok: bool | None) -> None:
+    conf = {"authorizer.class.name": name, "super.users": "User:a;User:b",
+            "allow.everyone.if.no.acl.found": "true"}
+    if ok is None:
+        with pytest.raises(ValueError):
+            az.Authorizer.from_config(conf.get, dict)
+        return
+    a = az.Authorizer.from_config(conf.get, dict)
+    assert (a is not None) == ok
+    if a is not None:
+        assert a.super_users == {"User:a", "User:b"} and a.allow_if_no_acl
