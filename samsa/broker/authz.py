@@ -5,6 +5,9 @@ authorizer.class.name). Requests on a CONTROLLER listener come from other nodes 
 
 from __future__ import annotations
 
+import dataclasses
+import io
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from samsa.security import authorizer as az
@@ -67,3 +70,44 @@ def operations(ctx: RequestContext, resource_type: int, name: str, asked: Any = 
             bits |= 1 << op
         return bits
     return a.operations(ctx.conn.principal, ctx.conn.peer_ip, resource_type, name)
+
+
+def reframe(ctx: RequestContext, req: Any) -> bytes:
+    """The request frame with its header as received and `req` as the body (what a broker
+    forwards after leaving out the items the principal may not touch)."""
+    from kio.index import load_request_schema
+    from kio.serial import entity_reader, entity_writer
+
+    schema = load_request_schema(ctx.api_key, ctx.version)
+    _, n = entity_reader(schema.__header_schema__)(ctx.frame, 0)
+    out = io.BytesIO()
+    out.write(ctx.frame[:n])
+    entity_writer(schema)(out, req)
+    return out.getvalue()
+
+
+async def narrowed(handler: Callable[[Any, RequestContext, Any], Awaitable[Any]], broker: Any,
+                   ctx: RequestContext, req: Any, field: str, is_allowed: Callable[[Any], bool],
+                   denied: Callable[[Any], dict[str, Any]], result_field: str) -> Any:
+    """Run `handler` on the items of `req.<field>` the principal may act on, and answer the
+    others with `denied(item)` in `<result_field>` (Kafka answers each item on its own). The
+    narrowed request is also what a broker forwards to the controller."""
+    items = getattr(req, field, None) or ()
+    if not enabled(ctx):
+        return await handler(broker, ctx, req)
+    ok = [i for i in items if is_allowed(i)]
+    if len(ok) == len(items):
+        return await handler(broker, ctx, req)
+    narrow = dataclasses.replace(req, **{field: tuple(ok)})
+    ctx.frame = reframe(ctx, narrow)
+    result = await handler(broker, ctx, narrow)
+    if isinstance(result, list):  # a forwarded answer, as the controller sent it
+        if not result:
+            return result
+        from .handlers.forward import decode_response
+
+        resp = decode_response(ctx.api_key, ctx.version, b"".join(result[1:]))
+        result = {f.name: getattr(resp, f.name) for f in dataclasses.fields(resp)}
+    result[result_field] = tuple(result.get(result_field) or ()) + tuple(
+        denied(i) for i in items if not is_allowed(i))
+    return result

@@ -11,6 +11,7 @@ from samsa.protocol import apis
 from . import (
     acls,
     admin,
+    cluster_gate,
     configs,
     controller_apis,
     fetch,
@@ -72,6 +73,9 @@ HANDLERS: dict[int, Any] = {
     apis.CREATE_ACLS: acls.create_acls,
     apis.DELETE_ACLS: acls.delete_acls,
 }
+# ACLs (issue 17): the cluster-wide APIs check their cluster operation first (on broker
+# listeners; authz skips CONTROLLER listeners)
+HANDLERS.update({api: cluster_gate.gated(api, HANDLERS[api]) for api in cluster_gate.GATES})
 
 
 CONTROLLER_HANDLERS: dict[int, Any] = {

@@ -80,7 +80,7 @@ async def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 def describe_acls(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    base = {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": []}
+    base: dict[str, Any] = {"throttle_time": 0, "error_code": 0, "error_message": None, "resources": []}
     if not _active(broker, ctx):
         return {**base, "error_code": Err.SECURITY_DISABLED, "error_message": _DISABLED}
     if not authz.cluster(ctx, az.OP_DESCRIBE):

@@ -13,10 +13,12 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.cluster.controller import ControllerError, validate_topic_name
 from samsa.cluster.metadata import METADATA_TOPIC
 from samsa.cluster.node import NotControllerError
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 from .forward import forward, must_forward
 from .meta import partition_entry
@@ -61,6 +63,11 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
             if remaining == 0:  # the next page starts at this topic's first partition
                 next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if not authz.topic(ctx, az.OP_DESCRIBE, name):  # ACLs (issue 17)
+            if not fetch_all:
+                topics.append({**_unknown_topic(name),
+                               "error_code": Err.TOPIC_AUTHORIZATION_FAILED})
+            continue
         t = image.topics.get(name)
         if t is None:
             if not fetch_all:
@@ -71,7 +78,8 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         parts = [_partition(broker, p, t.partitions.get(p)) for p in range(max(start, 0), upper)]
         topics.append({"error_code": 0, "name": name, "topic_id": t.topic_id,
                        "is_internal": t.internal, "partitions": parts,
-                       "topic_authorized_operations": TOPIC_OPERATIONS})
+                       "topic_authorized_operations": authz.operations(ctx, az.R_TOPIC, name)
+                       if authz.enabled(ctx) else TOPIC_OPERATIONS})
         if upper < t.count:
             next_cursor = {"topic_name": name, "partition_index": upper}
             break

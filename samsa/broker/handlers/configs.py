@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.cluster.controller import ControllerError
 from samsa.config import (
     BROKER_CONFIGS,
@@ -16,6 +17,7 @@ from samsa.config import (
     is_read_only,
 )
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 from .forward import forward, must_forward
 
@@ -102,9 +104,44 @@ def _describe_broker(broker: Broker, per_broker: bool, keys: set[str] | None, sy
     return out
 
 
+def _config_denied(ctx: RequestContext, res: Any, operation: int) -> int:
+    """ACLs (issue 17): DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a
+    broker resource."""
+    if res.resource_type == TOPIC:
+        return 0 if authz.topic(ctx, operation, res.resource_name) \
+            else Err.TOPIC_AUTHORIZATION_FAILED
+    if res.resource_type == BROKER:
+        return 0 if authz.cluster(ctx, operation) else Err.CLUSTER_AUTHORIZATION_FAILED
+    return 0
+
+
+def _alter_denied(res: Any, code: int) -> dict[str, Any]:
+    return {"error_code": code, "error_message": None, "resource_type": res.resource_type,
+            "resource_name": res.resource_name}
+
+
+async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return await authz.narrowed(
+        _alter_configs, broker, ctx, req, "resources",
+        lambda r: not _config_denied(ctx, r, az.OP_ALTER_CONFIGS),
+        lambda r: _alter_denied(r, _config_denied(ctx, r, az.OP_ALTER_CONFIGS)), "responses")
+
+
+async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return await authz.narrowed(
+        _incremental_alter_configs, broker, ctx, req, "resources",
+        lambda r: not _config_denied(ctx, r, az.OP_ALTER_CONFIGS),
+        lambda r: _alter_denied(r, _config_denied(ctx, r, az.OP_ALTER_CONFIGS)), "responses")
+
+
 def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
     for res in req.resources:
+        if code := _config_denied(ctx, res, az.OP_DESCRIBE_CONFIGS):
+            results.append({"error_code": code, "error_message": None,
+                            "resource_type": res.resource_type,
+                            "resource_name": res.resource_name, "configs": []})
+            continue
         keys = set(res.configuration_keys) if res.configuration_keys else None
         syn = getattr(req, "include_synonyms", False)
         doc = getattr(req, "include_documentation", False)
@@ -172,7 +209,7 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
     return r
 
 
-async def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def _alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Legacy AlterConfigs: the given set replaces every dynamic config of the resource."""
     if must_forward(broker, ctx):
         fwd = await forward(broker, ctx, _configs_settled(broker))
@@ -209,7 +246,7 @@ def _list_base(broker: Broker, res: Any, name: str) -> tuple[ConfigDef | None, s
     return d, own.get(name, d.default or "")
 
 
-async def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def _incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if must_forward(broker, ctx):
         fwd = await forward(broker, ctx, _configs_settled(broker))
         if fwd is not None:
@@ -254,6 +291,9 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
     Kafka's for a current (not future) replica: how far its log end is behind its own high
     watermark, never negative."""
     wanted: dict[str, set[int]] | None = None
+    if not authz.cluster(ctx, az.OP_DESCRIBE):  # ACLs (issue 17)
+        return {"throttle_time": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
+                "results": []}
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
     results = []

@@ -16,6 +16,7 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.broker.fetch_sessions import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
@@ -26,6 +27,7 @@ from samsa.broker.fetch_sessions import (
 from samsa.cluster.replication.truncation import divergence, end_offset_for
 from samsa.protocol.errors import Err
 from samsa.protocol.fetch_response import FetchChunks, FetchPartition, encode_fetch_response
+from samsa.security import authorizer as az
 from samsa.storage.file_slice import FileSlice
 from samsa.storage.log import OffsetOutOfRange, PartitionLog
 
@@ -63,7 +65,8 @@ def _epoch_error(fp: Any, epoch: int) -> int:
 
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
               plan: list[tuple[Any, str | None, list[Any]]],
-              hints: LeaderHints) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
+              hints: LeaderHints, denied: frozenset[str] = frozenset()
+              ) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
     """One pass over the plan: file slices (not bytes) for the record data. A follower (replica
     id >= 0) reads up to the log end offset and its fetch offset moves the leader's view of it;
     a consumer reads up to the high watermark."""
@@ -80,6 +83,11 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
     responses: list[_Topic] = []
     for key, name, parts in plan:
         out = []
+        if name in denied:  # ACLs (issue 17)
+            responses.append((key, [FetchPartition(fp.partition, Err.TOPIC_AUTHORIZATION_FAILED,
+                                                   -1, -1, -1, None, b"") for fp in parts]))
+            errors = True
+            continue
         for fp in parts:
             idx = fp.partition
             lg = broker.partition_log(name, idx) if name is not None else None
@@ -209,8 +217,9 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
     deadline = time.monotonic() + max_wait_ms / 1000
     loop = asyncio.get_running_loop()
     hints = LeaderHints(broker, ctx)
+    denied = _denied(ctx, req, plan) if authz.enabled(ctx) else frozenset()
     while True:
-        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints)
+        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints, denied)
         left = deadline - time.monotonic()
         if total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed:
             if session is not None:
@@ -231,6 +240,16 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
             for lg in logs:
                 if wake in lg.waiters:
                     lg.waiters = [w for w in lg.waiters if not w.done()]
+
+
+def _denied(ctx: RequestContext, req: Any,
+            plan: list[tuple[Any, str | None, list[Any]]]) -> frozenset[str]:
+    """Topics this fetch may not read: a follower needs CLUSTER_ACTION on the cluster (else every
+    topic is denied, as Kafka), a consumer READ on each topic."""
+    names = {name for _, name, _ in plan if name is not None}
+    if _replica_of(ctx, req)[0] >= 0:
+        return frozenset() if authz.cluster(ctx, az.OP_CLUSTER_ACTION) else frozenset(names)
+    return frozenset(n for n in names if not authz.topic(ctx, az.OP_READ, n))
 
 
 def _resolve_wake(wake: asyncio.Future[None]) -> None:

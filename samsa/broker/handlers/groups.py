@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.cluster.controller import ControllerError
 from samsa.coordinator.group.consumer_group import HeartbeatError
 from samsa.coordinator.group.model import GroupState
 from samsa.coordinator.routing import owner_error
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
 
 GROUP_KEY, TXN_KEY = 0, 1
+_GROUP_DENIED = Err.GROUP_AUTHORIZATION_FAILED
 
 
 def _ms(td: Any) -> int:
@@ -51,7 +54,14 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dic
     key_type = getattr(req, "key_type", GROUP_KEY)
     results = []
     for key in keys:
-        if key_type in (GROUP_KEY, TXN_KEY):
+        if key_type == GROUP_KEY and not authz.group(ctx, az.OP_DESCRIBE, key):
+            results.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                            "error_code": _GROUP_DENIED, "error_message": None})
+        elif key_type == TXN_KEY and not authz.txn_id(ctx, az.OP_DESCRIBE, key):
+            results.append({"key": key, "node_id": -1, "host": "", "port": -1,
+                            "error_code": Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            "error_message": None})
+        elif key_type in (GROUP_KEY, TXN_KEY):
             results.append(await _locate(broker, ctx, key_type, key))
         else:
             results.append({"key": key, "node_id": -1, "host": "", "port": -1,
@@ -76,7 +86,7 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "error_code": code, "generation_id": -1,
                 "protocol_name": None if ctx.version >= 7 else "", "leader": "",
                 "member_id": req.member_id, "members": []}
@@ -93,7 +103,7 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
 
 
 async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "error_code": code, "protocol_type": None,
                 "protocol_name": None, "assignment": b""}
     resp = await broker.groups.sync(
@@ -108,7 +118,7 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
 
 
 async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "error_code": code}
     code = broker.groups.heartbeat(group_id=req.group_id, member_id=req.member_id,
                                    instance_id=getattr(req, "group_instance_id", None),
@@ -117,7 +127,7 @@ async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, 
 
 
 async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "error_code": code, "members": []}
     if ctx.version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -131,15 +141,22 @@ async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
                         for (mid, iid), c in zip(members, codes, strict=True)]}
 
 
+def _read_denied(ctx: RequestContext, group_id: str) -> int:
+    """ACLs (issue 17): joining, syncing, heartbeats, leaving and commits need READ on the
+    group."""
+    return 0 if authz.group(ctx, az.OP_READ, group_id) else _GROUP_DENIED
+
+
 async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                              "error_code": code} for p in t.partitions]}
             for t in req.topics]}
+    denied = {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
-               for t in req.topics for p in t.partitions]
+               for t in req.topics if t.name not in denied for p in t.partitions]
     retention = -1
     if 2 <= ctx.version <= 4:
         retention = _ms(req.retention_time)
@@ -151,19 +168,30 @@ async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[s
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            code = result if isinstance(result, int) else result[(t.name, p.partition_index)]
+            code = Err.TOPIC_AUTHORIZATION_FAILED if t.name in denied else \
+                result if isinstance(result, int) else result[(t.name, p.partition_index)]
             parts.append({"partition_index": p.partition_index, "error_code": code})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any,
-                 require_stable: bool = False) -> tuple[list[dict[str, Any]], int]:
+def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool = False,
+                 ctx: RequestContext | None = None) -> tuple[list[dict[str, Any]], int]:
     wanted = None if topics is None else \
         [(t.name, p) for t in topics for p in t.partition_indexes]
     found = broker.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
+    # ACLs (issue 17): a named topic the principal may not DESCRIBE gets
+    # TOPIC_AUTHORIZATION_FAILED; asked for all topics, such topics are left out
+    denied = set() if ctx is None or not authz.enabled(ctx) else \
+        {t for t, _ in found if not authz.topic(ctx, az.OP_DESCRIBE, t)}
     for (topic, p), e in sorted(found.items()):
+        if topic in denied:
+            if wanted is not None:
+                by_topic.setdefault(topic, []).append({
+                    "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                    "metadata": "", "error_code": Err.TOPIC_AUTHORIZATION_FAILED})
+            continue
         unstable = require_stable and broker.groups.has_pending_txn_offsets(group_id, topic, p)
         by_topic.setdefault(topic, []).append({
             "partition_index": p, "committed_offset": -1 if unstable or not e else e.offset,
@@ -186,30 +214,39 @@ async def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[st
     if ctx.version >= 8:
         groups = []
         for g in req.groups:
-            if code := await _owner(broker, g.group_id):
+            if code := _describe_denied(ctx, g.group_id) or await _owner(broker, g.group_id):
                 groups.append({"group_id": g.group_id, "topics": [], "error_code": code})
                 continue
-            topics, code = _fetch_group(broker, g.group_id, g.topics, req.require_stable)
+            topics, code = _fetch_group(broker, g.group_id, g.topics, req.require_stable, ctx)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time": 0, "groups": groups}
-    if code := await _owner(broker, req.group_id):
+    if code := _describe_denied(ctx, req.group_id) or await _owner(broker, req.group_id):
         topics = [] if ctx.version >= 2 else _error_topics(req.topics, code)
         return {"throttle_time": 0, "topics": topics, "error_code": code}
     topics, code = _fetch_group(broker, req.group_id, req.topics,
-                                getattr(req, "require_stable", False))
+                                getattr(req, "require_stable", False), ctx)
     return {"throttle_time": 0, "topics": topics, "error_code": code}
 
 
+def _describe_denied(ctx: RequestContext, group_id: str) -> int:
+    return 0 if authz.group(ctx, az.OP_DESCRIBE, group_id) else _GROUP_DENIED
+
+
 async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    denied_group = 0 if authz.group(ctx, az.OP_DELETE, req.group_id) else _GROUP_DENIED
+    if code := denied_group or await _owner(broker, req.group_id):
         return {"error_code": code, "throttle_time": 0, "topics": []}
-    tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    denied = {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
+    tps = [(t.name, p.partition_index) for t in req.topics if t.name not in denied
+           for p in t.partitions]
     result = await broker.groups.delete_offsets(req.group_id, tps)
     if isinstance(result, int):
         return {"error_code": result, "throttle_time": 0, "topics": []}
     return {"error_code": 0, "throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
-                                         "error_code": result[(t.name, p.partition_index)]}
+                                         "error_code": Err.TOPIC_AUTHORIZATION_FAILED
+                                         if t.name in denied
+                                         else result[(t.name, p.partition_index)]}
                                         for p in t.partitions]} for t in req.topics]}
 
 
@@ -231,13 +268,16 @@ def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]
             continue
         out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "",
                     "group_state": g.state.value, "group_type": "classic"})
+    if authz.enabled(ctx) and not authz.cluster(ctx, az.OP_DESCRIBE):
+        out = [g for g in out if authz.group(ctx, az.OP_DESCRIBE, g["group_id"])]
     return {"throttle_time": 0, "error_code": 0, "groups": out}
 
 
 async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     out = []
+    want_ops = getattr(req, "include_authorized_operations", False)
     for gid in req.groups:
-        if code := await _owner(broker, gid):
+        if code := _describe_denied(ctx, gid) or await _owner(broker, gid):
             out.append({"error_code": code, "error_message": None, "group_id": gid,
                         "group_state": "", "protocol_type": "", "protocol_data": "",
                         "members": [], "authorized_operations": -2**31})
@@ -258,20 +298,22 @@ async def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict
         out.append({"error_code": 0, "error_message": None, "group_id": gid,
                     "group_state": g.state.value, "protocol_type": g.protocol_type or "",
                     "protocol_data": (g.protocol or "") if stable else "", "members": members,
-                    "authorized_operations": -2**31})
+                    "authorized_operations": authz.operations(ctx, az.R_GROUP, gid, want_ops)})
     return {"throttle_time": 0, "groups": out}
 
 
 async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = [{"group_id": gid,
-                "error_code": await _owner(broker, gid) or await broker.groups.delete_group(gid)}
+                "error_code": (0 if authz.group(ctx, az.OP_DELETE, gid) else _GROUP_DENIED)
+                or await _owner(broker, gid) or await broker.groups.delete_group(gid)}
                for gid in req.groups_names]
     return {"throttle_time": 0, "results": results}
 
 
 async def consumer_group_heartbeat(broker: Broker, ctx: RequestContext,
                                    req: Any) -> dict[str, Any]:
-    if code := await _owner(broker, req.group_id):
+    if code := _read_denied(ctx, req.group_id) or _subscription_denied(ctx, req) \
+            or await _owner(broker, req.group_id):
         return {"throttle_time": 0, "error_code": code, "error_message": None,
                 "member_id": req.member_id or None, "member_epoch": -1,
                 "heartbeat_interval": 0, "assignment": None}
@@ -292,16 +334,25 @@ async def consumer_group_heartbeat(broker: Broker, ctx: RequestContext,
     return {"throttle_time": 0, "error_message": None, **resp}
 
 
+def _subscription_denied(ctx: RequestContext, req: Any) -> int:
+    """KIP-848 heartbeats need DESCRIBE on every subscribed topic name."""
+    names = getattr(req, "subscribed_topic_names", None) or ()
+    if any(not authz.topic(ctx, az.OP_DESCRIBE, n) for n in names):
+        return Err.TOPIC_AUTHORIZATION_FAILED
+    return 0
+
+
 async def consumer_group_describe(broker: Broker, ctx: RequestContext,
                                   req: Any) -> dict[str, Any]:
     groups = []
+    want_ops = getattr(req, "include_authorized_operations", False)
     for gid in req.group_ids:
-        if code := await _owner(broker, gid):
+        if code := _describe_denied(ctx, gid) or await _owner(broker, gid):
             groups.append({"error_code": code, "error_message": None, "group_id": gid,
                            "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
                            "assignor_name": "", "members": [], "authorized_operations": -2**31})
             continue
         d = broker.groups.describe_consumer_group(gid)
-        d["authorized_operations"] = -2**31
+        d["authorized_operations"] = authz.operations(ctx, az.R_GROUP, gid, want_ops)
         groups.append(d)
     return {"throttle_time": 0, "groups": groups}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.cluster.controller import ControllerError, validate_topic_name
 from samsa.cluster.metadata.image import PartitionState, TopicImage
 from samsa.protocol import apis
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -79,11 +81,19 @@ def controller_id(broker: Broker) -> int:
     return broker.node.random_broker()
 
 
+def _denied_entry(name: str | None, tid: Any) -> dict[str, Any]:
+    return {"error_code": Err.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": tid,
+            "partitions": []}
+
+
 async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     image = broker.controller.image
     topics: list[dict[str, Any]] = []
+    checked = authz.enabled(ctx)
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        topics = [_topic_entry(broker, t) for t in image.topics.values()]
+        # ACLs (issue 17): a principal sees only the topics it may DESCRIBE
+        topics = [_topic_entry(broker, t) for t in image.topics.values()
+                  if not checked or authz.topic(ctx, az.OP_DESCRIBE, t.name)]
     else:
         allow_auto = getattr(req, "allow_auto_topic_creation", True)
         for rt in req.topics:
@@ -94,12 +104,22 @@ async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                 if t is None:
                     topics.append({"error_code": Err.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": tid, "partitions": []})
+                elif checked and not authz.topic(ctx, az.OP_DESCRIBE, t.name):
+                    topics.append(_denied_entry(None, tid))
                 else:
                     topics.append(_topic_entry(broker, t))
                 continue
             if name is None:
                 continue
+            if checked and not authz.topic(ctx, az.OP_DESCRIBE, name):
+                topics.append(_denied_entry(name, None))
+                continue
             t = image.topics.get(name)
+            if t is None and allow_auto and checked and broker.config.get_bool(
+                    "auto.create.topics.enable") and not (
+                    authz.cluster(ctx, az.OP_CREATE) or authz.topic(ctx, az.OP_CREATE, name)):
+                topics.append(_denied_entry(name, None))  # auto-creation needs CREATE
+                continue
             if t is None:
                 try:
                     validate_topic_name(name)
@@ -114,8 +134,17 @@ async def metadata(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                                "topic_id": None, "partitions": []})
             else:
                 topics.append(_topic_entry(broker, t))
+    if ctx.version >= 8:  # authorized-operations bitfields (KIP-430)
+        want = getattr(req, "include_topic_authorized_operations", False)
+        for e in topics:
+            e["topic_authorized_operations"] = authz.operations(
+                ctx, az.R_TOPIC, e["name"], want) if e.get("name") and not e["error_code"] \
+                else az.OPS_NOT_REQUESTED
+    cluster_ops = authz.operations(ctx, az.R_CLUSTER, az.CLUSTER_NAME, getattr(
+        req, "include_cluster_authorized_operations", False))
     return {"throttle_time": 0, "brokers": _brokers(broker, ctx), "cluster_id": image.cluster_id,
-            "controller_id": controller_id(broker), "topics": topics}
+            "controller_id": controller_id(broker), "topics": topics,
+            "cluster_authorized_operations": cluster_ops}
 
 
 def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -123,7 +152,11 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> dict[str,
     KIP-919); v2 can include fenced brokers (IncludeFencedBrokers) and flags them."""
     endpoint_type = getattr(req, "endpoint_type", 1)
     base = {"throttle_time": 0, "error_code": 0, "error_message": None,
-            "endpoint_type": endpoint_type, "cluster_id": broker.controller.image.cluster_id}
+            "endpoint_type": endpoint_type, "cluster_id": broker.controller.image.cluster_id,
+            "cluster_authorized_operations": authz.operations(
+                ctx, az.R_CLUSTER, az.CLUSTER_NAME,
+                getattr(req, "include_cluster_authorized_operations", False))}
+
     on_controller = ctx.conn.spec.controller
     if endpoint_type == 2:
         if not on_controller:

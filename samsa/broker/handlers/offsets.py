@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 from samsa.storage.log import OffsetOutOfRange
 
 if TYPE_CHECKING:
@@ -29,6 +31,11 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any
     follower = getattr(req, "replica_id", -1) >= 0  # a follower asks for the log end, unbounded
     for t in req.topics:
         parts = []
+        if not authz.topic(ctx, az.OP_DESCRIBE, t.name):  # ACLs (issue 17)
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
+            continue
         for p in t.partitions:
             lg = broker.partition_log(t.name, p.partition_index)
             r: dict[str, Any] = {"partition_index": p.partition_index, "error_code": 0,
@@ -69,11 +76,14 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
     topics = []
     for t in req.topics:
         parts = []
+        denied = not authz.topic(ctx, az.OP_DELETE, t.name)  # ACLs (issue 17)
         for p in t.partitions:
             lg = broker.partition_log(t.name, p.partition_index)
             r: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1,
                                  "error_code": 0}
-            if lg is None:
+            if denied:
+                r["error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
+            elif lg is None:
                 r["error_code"] = broker.partition_error(t.name, p.partition_index)
             elif "delete" not in lg.config.cleanup_policy:
                 r["error_code"] = Err.POLICY_VIOLATION  # Kafka: only topics that allow deletion
@@ -92,13 +102,18 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> di
     below the one asked for, in the leader's log. Consumers use it after a leader change to see
     whether the log they read was truncated."""
     topics = []
+    # ACLs (issue 17): a replica (replica_id >= 0) needs CLUSTER_ACTION, a consumer DESCRIBE
+    follower_ok = getattr(req, "replica_id", -1) >= 0 and authz.cluster(ctx, az.OP_CLUSTER_ACTION)
     for t in req.topics:
         parts = []
+        denied = not follower_ok and not authz.topic(ctx, az.OP_DESCRIBE, t.topic)
         for p in t.partitions:
             r: dict[str, Any] = {"partition": p.partition, "error_code": 0, "leader_epoch": -1,
                                  "end_offset": -1}
             lg = broker.partition_log(t.topic, p.partition)
-            if lg is None:
+            if denied:
+                r["error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
+            elif lg is None:
                 r["error_code"] = broker.partition_error(t.topic, p.partition)
             elif code := _leader_epoch_error(p.current_leader_epoch, lg.leader_epoch):
                 r["error_code"] = code

@@ -8,6 +8,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.protocol import codecs
 from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
 from samsa.protocol.errors import Err
@@ -16,6 +17,7 @@ from samsa.protocol.produce_response import encode_produce_response
 from samsa.protocol.recordcheck import validate_records
 from samsa.registry.validation import SchemaCheck
 from samsa.registry.validation import checker as schema_checker
+from samsa.security import authorizer as az
 from samsa.storage.producer_state import ProducerStateError
 
 from .leader_hints import LeaderHints
@@ -104,9 +106,15 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     to_flush: list[PartitionLog] = []
     to_replicate: list[tuple[PartitionLog, int, dict[str, Any]]] = []
     hints: LeaderHints | None = None
+    denied = _denied(ctx, req)  # ACLs (issue 17): None, or the code every partition gets
     for td in req.topic_data:
         parts = []
+        topic_denied = denied or (Err.TOPIC_AUTHORIZATION_FAILED if authz.enabled(ctx)
+                                  and not authz.topic(ctx, az.OP_WRITE, td.name) else 0)
         for pd in td.partition_data:
+            if topic_denied:
+                parts.append(_error(pd.index, topic_denied))
+                continue
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, Err.INVALID_REQUIRED_ACKS))
                 continue
@@ -136,6 +144,15 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                               responses, acks, endpoints)
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
                                                           responses, endpoints)
+
+
+def _denied(ctx: RequestContext, req: Any) -> int:
+    """A transactional produce needs WRITE on its transactional id (Kafka: every partition gets
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    tid = getattr(req, "transactional_id", None)
+    if tid is not None and authz.enabled(ctx) and not authz.txn_id(ctx, az.OP_WRITE, tid):
+        return Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0
 
 
 _NOT_ENOUGH: dict[int, str] = {Err.NOT_ENOUGH_REPLICAS: "The size of the current ISR is smaller than "

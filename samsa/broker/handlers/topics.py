@@ -7,10 +7,12 @@ import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.cluster.controller import ControllerError
 from samsa.cluster.limits import EXCESSIVE, check_topic_assignments, request_total_too_large
 from samsa.config import TOPIC_CONFIGS
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 from .forward import forward, must_forward, ok_names
 
@@ -44,7 +46,55 @@ def _requested_partitions(t: Any, default: int) -> int:
     return default if t.num_partitions == -1 else t.num_partitions
 
 
+_DENIED = "Authorization failed."
+
+
 async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """ACLs (issue 17): CREATE on the cluster or on the topic."""
+    may = authz.cluster(ctx, az.OP_CREATE)
+    return await authz.narrowed(
+        _create_topics, broker, ctx, req, "topics",
+        lambda t: may or authz.topic(ctx, az.OP_CREATE, t.name),
+        lambda t: {"name": t.name, "topic_id": None, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                   "error_message": _DENIED, "num_partitions": -1, "replication_factor": -1,
+                   "configs": None}, "topics")
+
+
+async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """ACLs (issue 17): DELETE on the topic (named, or found by its id)."""
+    image = broker.node.image
+
+    def name_of(item: Any) -> str | None:
+        if isinstance(item, str):
+            return item
+        if item.name is not None:
+            return str(item.name)
+        t = image.by_id.get(item.topic_id)
+        return None if t is None else t.name
+
+    def allowed(item: Any) -> bool:
+        name = name_of(item)
+        return name is None or authz.topic(ctx, az.OP_DELETE, name)
+
+    def denied(item: Any) -> dict[str, Any]:
+        return {"name": name_of(item) if isinstance(item, str) or item.name is not None else None,
+                "topic_id": None if isinstance(item, str) else item.topic_id,
+                "error_code": Err.TOPIC_AUTHORIZATION_FAILED, "error_message": _DENIED}
+    field = "topics" if getattr(req, "topics", None) else "topic_names"
+    return await authz.narrowed(_delete_topics, broker, ctx, req, field, allowed, denied,
+                                "responses")
+
+
+async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """ACLs (issue 17): ALTER on the topic."""
+    return await authz.narrowed(
+        _create_partitions, broker, ctx, req, "topics",
+        lambda t: authz.topic(ctx, az.OP_ALTER, t.name),
+        lambda t: {"name": t.name, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                   "error_message": _DENIED}, "results")
+
+
+async def _create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Kafka's order: a request adding over 10,000 partitions fails whole (POLICY_VIOLATION);
     duplicate names fail (INVALID_REQUEST); each other topic is checked and created on its own."""
     if must_forward(broker, ctx):
@@ -100,7 +150,7 @@ async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return {"throttle_time": 0, "topics": results}
 
 
-async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def _delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Each entry names a topic by name or (v6+) by id, not both; a name or id given twice fails
     (INVALID_REQUEST), as Kafka's controller answers."""
     if must_forward(broker, ctx):
@@ -147,7 +197,7 @@ async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return {"throttle_time": 0, "responses": results}
 
 
-async def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def _create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """A request adding over 10,000 partitions in all fails whole (POLICY_VIOLATION, as Kafka's
     controller answers); duplicate names fail (INVALID_REQUEST); each other topic on its own."""
     if must_forward(broker, ctx):

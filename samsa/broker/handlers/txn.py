@@ -6,8 +6,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.coordinator.routing import owner_error
 from samsa.coordinator.txn.coordinator import PRODUCER_FENCED, TxnError
+from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 if TYPE_CHECKING:
     from samsa.broker.broker import Broker
@@ -33,8 +36,17 @@ async def _txn_owner(broker: Broker, tid: str) -> int:
     return await owner_error(broker.txn, tid)
 
 
+_TXN_DENIED = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def _write_denied(ctx: RequestContext, tid: str) -> int:
+    """ACLs (issue 17): the transaction APIs need WRITE on the transactional id."""
+    return 0 if authz.txn_id(ctx, az.OP_WRITE, tid) else _TXN_DENIED
+
+
 async def init_transactional(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _txn_owner(broker, req.transactional_id):
+    if code := _write_denied(ctx, req.transactional_id) or \
+            await _txn_owner(broker, req.transactional_id):
         return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:
         pid, epoch = await broker.txn.init_producer_id(
@@ -59,8 +71,11 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
         out = []
         for tx in req.transactions:
             parts = [(t.name, p) for t in tx.topics for p in t.partitions]
-            if code := await _txn_owner(broker, tx.transactional_id):
+            if code := _write_denied(ctx, tx.transactional_id) or \
+                    await _txn_owner(broker, tx.transactional_id):
                 res = dict.fromkeys(parts, code)
+            elif denied := _topics_denied(ctx, parts):
+                res = denied
             else:
                 res = await broker.txn.add_partitions(tx.transactional_id, tx.producer_id,
                                                       tx.producer_epoch, parts, tx.verify_only)
@@ -68,7 +83,11 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
                         "topic_results": _topic_results(res, ctx.version)})
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": out}
     parts = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
-    if code := await _txn_owner(broker, req.v3_and_below_transactional_id):
+    if denied := _topics_denied(ctx, parts):
+        return {"throttle_time": 0,
+                "results_by_topic_v3_and_below": _topic_results(denied, ctx.version)}
+    if code := _write_denied(ctx, req.v3_and_below_transactional_id) or \
+            await _txn_owner(broker, req.v3_and_below_transactional_id):
         return {"throttle_time": 0,
                 "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(parts, code),
                                                                 ctx.version)}
@@ -78,8 +97,22 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
     return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(res, ctx.version)}
 
 
+def _topics_denied(ctx: RequestContext,
+                   parts: list[tuple[str, int]]) -> dict[tuple[str, int], int] | None:
+    """AddPartitionsToTxn needs WRITE on every topic: if one is denied, Kafka answers
+    TOPIC_AUTHORIZATION_FAILED for those and OPERATION_NOT_ATTEMPTED for the rest."""
+    bad = {t for t, _ in parts if not authz.topic(ctx, az.OP_WRITE, t)}
+    if not bad:
+        return None
+    return {(t, p): Err.TOPIC_AUTHORIZATION_FAILED if t in bad else Err.OPERATION_NOT_ATTEMPTED
+            for t, p in parts}
+
+
 async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _txn_owner(broker, req.transactional_id):
+    if code := _write_denied(ctx, req.transactional_id) or (
+            0 if authz.group(ctx, az.OP_READ, req.group_id)
+            else Err.GROUP_AUTHORIZATION_FAILED) or \
+            await _txn_owner(broker, req.transactional_id):
         return {"throttle_time": 0, "error_code": code}
     await broker.groups.topic.ensure()
     code = await broker.txn.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch,
@@ -88,7 +121,8 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> d
 
 
 async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if code := await _txn_owner(broker, req.transactional_id):
+    if code := _write_denied(ctx, req.transactional_id) or \
+            await _txn_owner(broker, req.transactional_id):
         return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:
         pid, epoch = await broker.txn.end_txn(req.transactional_id, req.producer_id,
@@ -107,7 +141,12 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> di
     # the group's coordinator answers TxnOffsetCommit; it checks the producer against the
     # transaction coordinator's state when that is this broker too (Kafka checks the epoch
     # against the producer state of the __consumer_offsets partition)
-    code = await owner_error(broker.groups, req.group_id)
+    # ACLs (issue 17): WRITE on the transactional id, READ on the group and on each topic
+    denied = {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
+    offsets = [o for o in offsets if o[0] not in denied]
+    code = _write_denied(ctx, req.transactional_id) or (
+        0 if authz.group(ctx, az.OP_READ, req.group_id) else Err.GROUP_AUTHORIZATION_FAILED) \
+        or await owner_error(broker.groups, req.group_id)
     if code == 0 and broker.txn.topic.exists and \
             await owner_error(broker.txn, req.transactional_id) == 0:
         code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
@@ -124,7 +163,8 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> di
     for t in req.topics:
         topics.append({"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": result if isinstance(result, int)
+             "error_code": Err.TOPIC_AUTHORIZATION_FAILED if t.name in denied
+             else result if isinstance(result, int)
              else result[(t.name, p.partition_index)]} for p in t.partitions]})
     return {"throttle_time": 0, "topics": topics}
 
@@ -133,8 +173,13 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> dict[st
     topics = []
     for t in req.topics:
         parts = []
+        denied = not authz.topic(ctx, az.OP_READ, t.name)  # ACLs (issue 17)
         for p in t.partition_indexes:
             lg = broker.partition_log(t.name, p)
+            if denied:
+                parts.append({"partition_index": p, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                              "error_message": None, "active_producers": []})
+                continue
             if lg is None:
                 parts.append({"partition_index": p,
                               "error_code": broker.partition_error(t.name, p),
@@ -155,7 +200,8 @@ async def describe_transactions(broker: Broker, ctx: RequestContext,
                                 req: Any) -> dict[str, Any]:
     states = []
     for tid in req.transactional_ids:
-        if code := await _txn_owner(broker, tid):
+        if code := (0 if authz.txn_id(ctx, az.OP_DESCRIBE, tid) else _TXN_DENIED) or \
+                await _txn_owner(broker, tid):
             states.append({"error_code": code, "transactional_id": tid, "transaction_state": "",
                            "transaction_timeout": 0, "transaction_start_time": -1,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
@@ -180,6 +226,8 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
         if min_ms is not None and min_ms >= 0 and (meta.start_ms < 0
                                                    or now - meta.start_ms < min_ms):
             continue
+        if not authz.txn_id(ctx, az.OP_DESCRIBE, meta.transactional_id):
+            continue  # ACLs (issue 17): only ids the principal may DESCRIBE
         out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                     "transaction_state": meta.state.value})
     return {"throttle_time": 0, "error_code": 0,

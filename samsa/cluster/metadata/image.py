@@ -18,10 +18,9 @@ from samsa.security.authorizer import AclBinding
 
 from .records import (
     BROKER_RESOURCE,
-    AccessControlEntryRecord,
-    RemoveAccessControlEntryRecord,
     NO_LEADER_CHANGE,
     TOPIC_RESOURCE,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
@@ -34,6 +33,7 @@ from .records import (
     ProducerIdsRecord,
     Record,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     TopicRecord,
     UnfenceBrokerRecord,
