@@ -185,3 +185,80 @@ def test_from_config(name: str, ok: bool | None) -> None:
     assert (a is not None) == ok
     if a is not None:
         assert a.super_users == {"User:a", "User:b"} and a.allow_if_no_acl
+
+
+# ---- the handlers' side: samsa.broker.authz on a connection with a principal set directly ----
+class _Conn:
+    """A connection as handlers see it: its broker (with the authorizer), listener spec,
+    principal and peer address."""
+
+    def __init__(self, authorizer: az.Authorizer | None, principal: KafkaPrincipal,
+                 controller: bool = False) -> None:
+        from types import SimpleNamespace
+
+        self.broker = SimpleNamespace(authorizer=authorizer)
+        self.spec = SimpleNamespace(controller=controller)
+        self.principal = principal
+        self.peer_ip = "127.0.0.1"
+
+
+def _create_topics_ctx(conn: _Conn, names: list[str]) -> tuple[object, object]:
+    from kio.index import load_request_schema
+
+    from samsa.broker.server import RequestContext
+    from tests.wire import Wire
+
+    w = Wire.__new__(Wire)
+    w.corr = 0
+    frame = w.encode(19, 5, {
+        "topics": [{"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                    "configs": []} for n in names], "timeout": 1000, "validate_only": False})
+    frame = frame[4:]
+    from samsa.protocol.codec import decode_request
+    _, req = decode_request(19, 5, frame)
+    assert type(req) is load_request_schema(19, 5)
+    return RequestContext(19, 5, 1, "t", conn, frame), req  # type: ignore[arg-type]
+
+
+def test_narrowed_runs_allowed_items_and_answers_the_others() -> None:
+    import asyncio
+
+    from samsa.broker import authz
+    from samsa.protocol.codec import decode_request
+
+    a, _ = authorizer(binding("ok-", az.OP_CREATE, pattern=az.P_PREFIXED))
+    conn = _Conn(a, ALICE)
+    ctx, req = _create_topics_ctx(conn, ["ok-1", "no-1", "ok-2"])
+    seen: list[list[str]] = []
+
+    async def handler(broker: object, c: object, r: object) -> dict[str, object]:
+        names = [t.name for t in r.topics]  # type: ignore[attr-defined]
+        seen.append(names)
+        # what a forwarding broker would send: the narrowed request, header unchanged
+        _, again = decode_request(19, 5, c.frame)  # type: ignore[attr-defined]
+        assert [t.name for t in again.topics] == names
+        return {"throttle_time": 0, "topics": [{"name": n, "error_code": 0} for n in names]}
+
+    out = asyncio.run(authz.narrowed(
+        handler, None, ctx, req, "topics",  # type: ignore[arg-type]
+        lambda t: authz.topic(ctx, az.OP_CREATE, t.name),  # type: ignore[arg-type]
+        lambda t: {"name": t.name, "error_code": 29}, "topics"))
+    assert seen == [["ok-1", "ok-2"]]
+    assert [(t["name"], t["error_code"]) for t in out["topics"]] == [
+        ("ok-1", 0), ("ok-2", 0), ("no-1", 29)]
+
+
+def test_checks_skip_controller_listeners_and_absent_authorizer() -> None:
+    from samsa.broker import authz
+    from samsa.broker.server import RequestContext
+
+    a, _ = authorizer()
+    denied = RequestContext(3, 12, 1, "t", _Conn(a, ALICE), b"")  # type: ignore[arg-type]
+    assert authz.enabled(denied) and not authz.topic(denied, az.OP_DESCRIBE, "t")
+    inter = RequestContext(3, 12, 1, "t", _Conn(a, ALICE, controller=True), b"")  # type: ignore[arg-type]
+    assert not authz.enabled(inter) and authz.topic(inter, az.OP_DESCRIBE, "t")
+    off = RequestContext(3, 12, 1, "t", _Conn(None, ALICE), b"")  # type: ignore[arg-type]
+    assert authz.topic(off, az.OP_WRITE, "t")
+    assert authz.operations(off, az.R_TOPIC, "t") == sum(
+        1 << op for op in az.RESOURCE_OPERATIONS[az.R_TOPIC])
+    assert authz.operations(off, az.R_TOPIC, "t", asked=False) == az.OPS_NOT_REQUESTED
