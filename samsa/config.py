@@ -290,7 +290,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("authorizer.class.name", "string", "",
               "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer enables "
               "ACLs; empty (the default) authorizes every request."),
-    ConfigDef("super.users", "list", "",
+    ConfigDef("super.users", "string", "",
               "Principals (User:name, separated by ;) allowed everything whatever the ACLs."),
     ConfigDef("allow.everyone.if.no.acl.found", "boolean", "false",
               "Allow a request on a resource no ACL names (else it is denied)."),
