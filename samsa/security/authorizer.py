@@ -90,29 +90,23 @@ class AclError(ValueError):
 
 
 def validate_binding(b: AclBinding) -> None:
-    """CreateAcls' checks: concrete types, a principal of the form Type:name, and an operation
-    the resource type supports (ALL is fine everywhere)."""
+    """CreateAcls' checks, as Kafka's controller makes them: concrete resource type, pattern
+    (LITERAL or PREFIXED), operation and permission, a non-empty name, a Type:name principal."""
     if b.resource_type not in RESOURCE_NAMES:
-        raise AclError(f"Invalid resource type {b.resource_type}")
+        raise AclError(f"Invalid resourceType {b.resource_type}")
     if b.pattern_type not in PATTERN_NAMES:
-        raise AclError(f"Invalid pattern type {b.pattern_type}")
-    if b.permission not in PERMISSION_NAMES:
-        raise AclError(f"Invalid permission type {b.permission}")
+        raise AclError(f"Invalid patternType {b.pattern_type}")
     if b.operation not in OPERATION_NAMES:
         raise AclError(f"Invalid operation {b.operation}")
+    if b.permission not in PERMISSION_NAMES:
+        raise AclError(f"Invalid permissionType {b.permission}")
     if not b.resource_name:
         raise AclError("Resource name should not be empty")
-    if b.resource_type == R_CLUSTER and b.resource_name != CLUSTER_NAME:
-        raise AclError("The only valid name for the CLUSTER resource is " + CLUSTER_NAME)
     try:
         KafkaPrincipal.parse(b.principal)
-    except ValueError as e:
-        raise AclError(str(e)) from None
-    if not b.host:
-        raise AclError("Invalid host: empty")
-    if b.operation != OP_ALL and b.operation not in RESOURCE_OPERATIONS[b.resource_type]:
-        raise AclError(f"{OPERATION_NAMES[b.operation]} is not a valid operation for "
-                       f"{RESOURCE_NAMES[b.resource_type]}")
+    except ValueError:
+        raise AclError(f"Could not parse principal from `{b.principal}` (no colon is present "
+                       "separating the principal type from the principal name)") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,11 +146,12 @@ def test_records_round_trip_and_snapshot() -> None:
 def test_create_and_delete_records() -> None:
     image = MetadataImage()
     good = binding("t", az.OP_READ)
-    bad_op = binding("t", az.OP_IDEMPOTENT_WRITE)  # not an operation on topics
-    bad_cluster = binding("x", az.OP_ALTER, rtype=az.R_CLUSTER)
-    records, results = acl_control.create_records(image.acls, [good, good, bad_op, bad_cluster],
-                                                  42)
-    assert [c for c, _ in results] == [0, 0, 42, 42]
+    bad_op = binding("t", az.OP_ANY)  # a filter's ANY is no operation of an ACL
+    bad_pattern = binding("x", az.OP_ALTER, pattern=az.P_MATCH)
+    bad_principal = binding("t", az.OP_READ, principal="alice")
+    records, results = acl_control.create_records(
+        image.acls, [good, good, bad_op, bad_pattern, bad_principal], 42)
+    assert [c for c, _ in results] == [0, 0, 42, 42, 42]
     assert len(records) == 1  # the same binding twice is stored once
     for r in records:
         image.apply(r)
