@@ -263,3 +263,14 @@ def test_checks_skip_controller_listeners_and_absent_authorizer() -> None:
     assert authz.operations(off, az.R_TOPIC, "t") == sum(
         1 << op for op in az.RESOURCE_OPERATIONS[az.R_TOPIC])
     assert authz.operations(off, az.R_TOPIC, "t", asked=False) == az.OPS_NOT_REQUESTED
+
+
+def test_acl_record_bytes_as_kafka_frames_them() -> None:
+    """Kafka's AccessControlEntryRecord is metadata record type 18, RemoveAccessControlEntryRecord
+    19 (v0, flexible): frame version, type, version, then the fields and an empty tag section."""
+    i = uuid.UUID(int=1)
+    r = rec.AccessControlEntryRecord(i, az.R_TOPIC, "t", az.P_LITERAL, "User:a", "*",
+                                     az.OP_READ, az.PERM_ALLOW)
+    assert rec.encode(r) == (bytes([1, 18, 0]) + i.bytes + bytes([2, 2]) + b"t" + bytes([3, 7])
+                             + b"User:a" + bytes([2]) + b"*" + bytes([3, 3, 0]))
+    assert rec.encode(rec.RemoveAccessControlEntryRecord(i)) == bytes([1, 19, 0]) + i.bytes + b"\0"

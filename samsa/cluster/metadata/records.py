@@ -181,7 +181,7 @@ class BrokerRegistrationChangeRecord:
 # ---- ACLs (issue 17): Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord
 @dataclass(frozen=True, slots=True)
 class AccessControlEntryRecord:
-    API_KEY: ClassVar[int] = 6
+    API_KEY: ClassVar[int] = 18
     id: uuid.UUID
     resource_type: int
     resource_name: str
@@ -194,7 +194,7 @@ class AccessControlEntryRecord:
 
 @dataclass(frozen=True, slots=True)
 class RemoveAccessControlEntryRecord:
-    API_KEY: ClassVar[int] = 14
+    API_KEY: ClassVar[int] = 19
     id: uuid.UUID
 
 
@@ -212,7 +212,7 @@ Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | Partitio
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
                                 15: 0, 17: 2, 20: 0,
-                                6: 0, 14: 0}  # ACLs
+                                18: 0, 19: 0}  # ACLs
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -712,9 +712,9 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     15: _r_plain(lambda r: ProducerIdsRecord(r.i32(), r.i64(), r.i64())),
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),
-    6: _r_plain(lambda r: AccessControlEntryRecord(r.uid(), r.i8(), r.string(), r.i8(),
+    18: _r_plain(lambda r: AccessControlEntryRecord(r.uid(), r.i8(), r.string(), r.i8(),
                                                    r.string(), r.string(), r.i8(), r.i8())),
-    14: _r_plain(lambda r: RemoveAccessControlEntryRecord(r.uid())),
+    19: _r_plain(lambda r: RemoveAccessControlEntryRecord(r.uid())),
 }
 
 
