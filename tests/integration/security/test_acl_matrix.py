@@ -254,6 +254,10 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     assert w.request(20, 5, dt).responses[0].error_code == 0
     c = w.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
     assert c.error_code == 0 and c.cluster_authorized_operations == 0
+    sup = secured.wire("admin")  # a super user: every cluster operation
+    c = sup.request(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+    assert c.cluster_authorized_operations == sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+    sup.close()
     acl = {"creations": [{"resource_type": 2, "resource_name": "x", "resource_pattern_type": 3,
                           "principal": BOB, "host": "*", "operation": 2, "permission_type": 3}]}
     assert w.request(30, 3, acl).results[0].error_code == CLUSTER_DENIED
