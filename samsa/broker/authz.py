@@ -100,14 +100,29 @@ async def narrowed(handler: Callable[[Any, RequestContext, Any], Awaitable[Any]]
         return await handler(broker, ctx, req)
     narrow = dataclasses.replace(req, **{field: tuple(ok)})
     ctx.frame = reframe(ctx, narrow)
-    result = await handler(broker, ctx, narrow)
-    if isinstance(result, list):  # a forwarded answer, as the controller sent it
-        if not result:
-            return result
-        from .handlers.forward import decode_response
-
-        resp = decode_response(ctx.api_key, ctx.version, b"".join(result[1:]))
-        result = {f.name: getattr(resp, f.name) for f in dataclasses.fields(resp)}
+    result = as_dict(ctx, await handler(broker, ctx, narrow))
+    if result is None:
+        return []
     result[result_field] = tuple(result.get(result_field) or ()) + tuple(
         denied(i) for i in items if not is_allowed(i))
     return result
+
+
+def as_dict(ctx: RequestContext, result: Any) -> dict[str, Any] | None:
+    """A handler's answer as a response dict: a forwarded answer (the controller's frame) is
+    decoded, its top-level fields kept as they are; None for no answer (connection closing)."""
+    if not isinstance(result, list):
+        return dict(result)
+    if not result:
+        return None
+    from .handlers.forward import decode_response
+
+    resp = decode_response(ctx.api_key, ctx.version, b"".join(result[1:]))
+    return {f.name: getattr(resp, f.name) for f in dataclasses.fields(resp)}
+
+
+def entry(item: Any) -> dict[str, Any]:
+    """A response item (dict, or a decoded dataclass of a forwarded answer) as a dict."""
+    if isinstance(item, dict):
+        return item
+    return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}

@@ -52,12 +52,26 @@ _DENIED = "Authorization failed."
 async def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """ACLs (issue 17): CREATE on the cluster or on the topic."""
     may = authz.cluster(ctx, az.OP_CREATE)
-    return await authz.narrowed(
+    result = await authz.narrowed(
         _create_topics, broker, ctx, req, "topics",
         lambda t: may or authz.topic(ctx, az.OP_CREATE, t.name),
         lambda t: {"name": t.name, "topic_id": None, "error_code": Err.TOPIC_AUTHORIZATION_FAILED,
                    "error_message": _DENIED, "num_partitions": -1, "replication_factor": -1,
                    "configs": None}, "topics")
+    # a created topic's settings only for a principal that may DESCRIBE_CONFIGS it (Kafka)
+    if not authz.enabled(ctx) or ctx.version < 5 or all(
+            authz.topic(ctx, az.OP_DESCRIBE_CONFIGS, t.name) for t in req.topics or ()):
+        return result
+    out = authz.as_dict(ctx, result)
+    if out is None:
+        return []
+    topics = [authz.entry(t) for t in out.get("topics") or ()]
+    for t in topics:
+        if t["error_code"] == 0 and not authz.topic(ctx, az.OP_DESCRIBE_CONFIGS, t["name"]):
+            t.update(num_partitions=-1, replication_factor=-1, configs=[],
+                     topic_config_error_code=Err.TOPIC_AUTHORIZATION_FAILED)
+    out["topics"] = topics
+    return out
 
 
 async def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
