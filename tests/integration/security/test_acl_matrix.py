@@ -61,7 +61,8 @@ class Secured:
               pattern: ResourcePatternType = ResourcePatternType.LITERAL,
               perm: AclPermissionType = AclPermissionType.ALLOW) -> None:
         b = AclBinding(rtype, name, pattern, principal, "*", op, perm)
-        for f in self.admin().create_acls([b], request_timeout=10).values():
+        admin = self.admin()  # kept referenced until its futures are done
+        for f in admin.create_acls([b], request_timeout=10).values():
             f.result(15)
 
 
@@ -75,7 +76,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         "super.users": "User:CN=admin,OU=eng,O=acme"})
     with SamsaBroker(port=plain, overrides=overrides) as b:
         s = Secured(b, tls, ssl_port)
-        for f in s.admin().create_topics([NewTopic("mx", 1, 1), NewTopic("fin-pay", 1, 1),
+        admin = s.admin()
+        for f in admin.create_topics([NewTopic("mx", 1, 1), NewTopic("fin-pay", 1, 1),
                                           NewTopic("hr-pay", 1, 1)]).values():
             f.result(15)
         yield s
@@ -146,11 +148,12 @@ def test_topic_apis_matrix(secured: Secured) -> None:
     secured.grant(BOB, ResourceType.TOPIC, "auto-", AclOperation.DESCRIBE,
                   pattern=ResourcePatternType.PREFIXED)
     assert _metadata(w, ["auto-1"])["auto-1"][0] == TOPIC_DENIED
-    assert "auto-1" not in secured.admin().list_topics(timeout=10).topics
+    admin = secured.admin()
+    assert "auto-1" not in admin.list_topics(timeout=10).topics
     secured.grant(BOB, ResourceType.TOPIC, "auto-", AclOperation.CREATE,
                   pattern=ResourcePatternType.PREFIXED)
     assert _metadata(w, ["auto-1"])["auto-1"][0] in (0, 5)  # created (leader may be pending)
-    assert "auto-1" in secured.admin().list_topics(timeout=10).topics
+    assert "auto-1" in admin.list_topics(timeout=10).topics
     w.close()
 
 
@@ -286,14 +289,16 @@ def test_real_clients_produce_and_consume(secured: Secured) -> None:
     assert errors == [None] * 5
     c = Consumer({**conf, "group.id": "fin-readers", "auto.offset.reset": "earliest"})
     c.subscribe(["fin-pay"])
-    got = []
+    got: list[bytes | None] = []
+    want = {f"m{i}".encode() for i in range(5)}
     deadline = time.monotonic() + 20
-    while len(got) < 5 and time.monotonic() < deadline:
+    while not want <= set(got) and time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is not None and m.error() is None:
             got.append(m.value())
     # DescribeGroups' authorized-operations bitfield, asked for by a real admin client
-    desc = AdminClient(conf).describe_consumer_groups(
+    alice_admin = AdminClient(conf)
+    desc = alice_admin.describe_consumer_groups(
         ["fin-readers"], include_authorized_operations=True, request_timeout=10)
     g = desc["fin-readers"].result(15)
     c.close()
