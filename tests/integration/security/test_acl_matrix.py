@@ -234,6 +234,10 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     assert a.request(22, 4, idem).error_code == CLUSTER_DENIED
     secured.grant("User:CN=dan,OU=eng,O=acme", ResourceType.TOPIC, "mx", AclOperation.WRITE)
     assert a.request(22, 4, idem).error_code == 0
+    # ListTransactions lists only the transactional ids the principal may describe
+    lt = {"state_filters": [], "producer_id_filters": []}
+    assert "tx-1" in {t.transactional_id for t in w.request(66, 0, lt).transaction_states}
+    assert "tx-1" not in {t.transactional_id for t in a.request(66, 0, lt).transaction_states}
     # admin: create/delete topics, configs, cluster
     ct = {"topics": [{"name": "adm-1", "num_partitions": 1, "replication_factor": 1,
                       "assignments": [], "configs": []}], "timeout": 10000,
@@ -271,6 +275,21 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     acl = {"creations": [{"resource_type": 2, "resource_name": "x", "resource_pattern_type": 3,
                           "principal": BOB, "host": "*", "operation": 2, "permission_type": 3}]}
     assert w.request(30, 3, acl).results[0].error_code == CLUSTER_DENIED
+    # cluster-wide APIs: DescribeLogDirs, ListPartitionReassignments (DESCRIBE), ElectLeaders
+    # (ALTER) on the cluster
+    assert w.request(35, 4, {"topics": None}).error_code == CLUSTER_DENIED
+    assert w.request(46, 0, {"timeout": 10000, "topics": None}).error_code == CLUSTER_DENIED
+    assert w.request(43, 2, {"election_type": 0, "topic_partitions": None,
+                             "timeout": 10000}).error_code == CLUSTER_DENIED
+    secured.grant(BOB, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
+    assert w.request(35, 4, {"topics": None}).error_code == 0
+    assert w.request(46, 0, {"timeout": 10000, "topics": None}).error_code == 0
+    # DescribeTopicPartitions: topics bob may not describe are refused, with bitfields
+    dtp = w.request(75, 0, {"topics": [{"name": "mx"}, {"name": "hr-pay"}],
+                            "response_partition_limit": 100, "cursor": None})
+    by = {t.name: (int(t.error_code), t.topic_authorized_operations) for t in dtp.topics}
+    assert by["hr-pay"][0] == TOPIC_DENIED
+    assert by["mx"][0] == 0 and by["mx"][1] & (1 << DESCRIBE)
     w.close()
     a.close()
 
@@ -304,6 +323,13 @@ def test_real_clients_produce_and_consume(secured: Secured) -> None:
     c.close()
     assert {f"m{i}".encode() for i in range(5)} <= set(got)
     assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    # ListGroups: without DESCRIBE on the cluster, only the groups the principal may describe
+    for who, sees in (("alice", True), ("dan", False)):
+        lw = secured.wire(who)
+        listed = lw.request(16, 4, {"states_filter": []})
+        lw.close()
+        assert listed.error_code == 0
+        assert ("fin-readers" in {x.group_id for x in listed.groups}) == sees
     # bob has no ACL on fin-*: his producer's deliveries fail with TOPIC_AUTHORIZATION_FAILED
     bp = Producer({**conf, **secured.tls.confluent("bob"), "message.timeout.ms": 5000})
     bob_errors: list[Any] = []
