@@ -285,6 +285,7 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     assert w.request(35, 4, {"topics": None}).error_code == 0
     assert w.request(46, 0, {"timeout": 10000, "topics": None}).error_code == 0
     # DescribeTopicPartitions: topics bob may not describe are refused, with bitfields
+    secured.grant(BOB, ResourceType.TOPIC, "mx", AclOperation.DESCRIBE)
     dtp = w.request(75, 0, {"topics": [{"name": "mx"}, {"name": "hr-pay"}],
                             "response_partition_limit": 100, "cursor": None})
     by = {t.name: (int(t.error_code), t.topic_authorized_operations) for t in dtp.topics}
