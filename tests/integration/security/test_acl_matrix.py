@@ -324,6 +324,23 @@ def test_real_clients_produce_and_consume(secured: Secured) -> None:
     c.close()
     assert {f"m{i}".encode() for i in range(5)} <= set(got)
     assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    # ConsumerGroupDescribe (KIP-848 group): the bitfield, and GROUP_AUTHORIZATION_FAILED for bob
+    secured.grant(ALICE, ResourceType.GROUP, "fin-848", AclOperation.READ)
+    c2 = Consumer({**conf, "group.id": "fin-848", "group.protocol": "consumer",
+                   "auto.offset.reset": "earliest"})
+    c2.subscribe(["fin-pay"])
+    deadline = time.monotonic() + 20
+    while not c2.assignment() and time.monotonic() < deadline:
+        c2.poll(0.5)
+    cgd = {"group_ids": ["fin-848"], "include_authorized_operations": True}
+    aw, bw = secured.wire("alice"), secured.wire("bob")
+    mine = aw.request(69, 0, cgd).groups[0]
+    theirs = bw.request(69, 0, cgd).groups[0]
+    aw.close()
+    bw.close()
+    c2.close()
+    assert mine.error_code == 0 and mine.authorized_operations == (1 << READ) | (1 << DESCRIBE)
+    assert theirs.error_code == GROUP_DENIED
     # ListGroups: without DESCRIBE on the cluster, only the groups the principal may describe
     for who, sees in (("alice", True), ("dan", False)):
         lw = secured.wire(who)
