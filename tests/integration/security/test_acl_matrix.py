@@ -341,6 +341,11 @@ def test_real_clients_produce_and_consume(secured: Secured) -> None:
     c2.close()
     assert mine.error_code == 0 and mine.authorized_operations == (1 << READ) | (1 << DESCRIBE)
     assert theirs.error_code == GROUP_DENIED
+    dw = secured.wire("alice")  # DescribeGroups v5 (classic group) asked for the bitfield
+    dg = dw.request(15, 5, {"groups": ["fin-readers"], "include_authorized_operations": True})
+    dw.close()
+    assert dg.groups[0].error_code == 0
+    assert dg.groups[0].authorized_operations == (1 << READ) | (1 << DESCRIBE)
     # ListGroups: without DESCRIBE on the cluster, only the groups the principal may describe
     for who, sees in (("alice", True), ("dan", False)):
         lw = secured.wire(who)
