@@ -437,3 +437,14 @@ def test_cli_add_list_remove(secured: Secured, tmp_path: Path) -> None:
     group = next(v for k, v in sections.items() if "name=cli-g," in k)
     assert "operation=READ" not in topic and "operation=DESCRIBE" in topic
     assert "operation=READ" in group
+    # --deny-principal, and the --consumer shorthand (READ+DESCRIBE on topics, READ on groups)
+    run("add", "--deny-principal", "User:dave", "--operation", "Write", "--topic", "cli-t")
+    run("add", "--allow-principal", "User:erin", "--consumer", "--topic", "cli-t", "--group",
+        "cli-g")
+    listed = run("list", "--topic", "cli-t")
+    assert "(principal=User:dave, host=*, operation=WRITE, permissionType=DENY)" in listed
+    assert "(principal=User:erin, host=*, operation=READ, permissionType=ALLOW)" in listed
+    assert "(principal=User:erin, host=*, operation=DESCRIBE, permissionType=ALLOW)" in listed
+    erin_group = run("list", "--group", "cli-g", "--principal", "User:erin")
+    assert "(principal=User:erin, host=*, operation=READ, permissionType=ALLOW)" in erin_group
+    assert "operation=DESCRIBE" not in erin_group
