@@ -158,6 +158,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Bytes/s for moving replicas between log dirs of one broker.", mode="cluster-wide",
               at_least=0),
     # -- end replication throttles --
+    # -- client quotas (helper "quotas"; Kafka's QuotaConfig) --
+    ConfigDef("quota.window.num", "int", "11",
+              "Samples a client quota rate is measured over.", at_least=1),
+    ConfigDef("quota.window.size.seconds", "int", "1",
+              "Length of one client quota sample.", at_least=1),
+    # -- end client quotas --
     ConfigDef("max.request.partition.size.limit", "int", "2000",
               "Most partitions one DescribeTopicPartitions response holds.", at_least=1),
     ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period.",

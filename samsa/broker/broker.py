@@ -20,6 +20,7 @@ from samsa.coordinator.txn.markers import MarkerSender
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
+from samsa.security.quotas import QuotaManager
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -91,6 +92,9 @@ class Broker:
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
         self._forget: set[str] = set()  # deleted topics whose group offsets are to go
+        # client quotas (helper "quotas"): resolved from the image, measured per request
+        self.quotas = QuotaManager(config.get_int("quota.window.num"),
+                                   float(config.get_int("quota.window.size.seconds")))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -124,6 +128,7 @@ class Broker:
         image = self.node.image
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
         self._hosting = True
+        self.quotas.update(self.node.image.client_quotas)
         await self._reconcile()
         self.replicas.start()
         self.lifecycle.start()
@@ -190,9 +195,12 @@ class Broker:
         return st is not None and st.leader == self.node_id
 
     def _on_metadata(self, records: list[Any], full: bool) -> None:
+        from samsa.cluster.metadata import records as rec
+
+        if full or any(isinstance(r, rec.ClientQuotaRecord) for r in records):
+            self.quotas.update(self.node.image.client_quotas)
         if not self._hosting:
             return
-        from samsa.cluster.metadata import records as rec
 
         for r in records:
             if isinstance(r, rec.TopicRecord):

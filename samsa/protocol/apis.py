@@ -53,6 +53,9 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 WRITE_TXN_MARKERS = 27
+# client quotas (helper "quotas")
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -102,6 +105,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # client quotas (helper "quotas")
+    DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
@@ -136,4 +142,5 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     ELECT_LEADERS: SUPPORTED[ELECT_LEADERS],
     ALTER_PARTITION_REASSIGNMENTS: SUPPORTED[ALTER_PARTITION_REASSIGNMENTS],
     LIST_PARTITION_REASSIGNMENTS: SUPPORTED[LIST_PARTITION_REASSIGNMENTS],
+    ALTER_CLIENT_QUOTAS: SUPPORTED[ALTER_CLIENT_QUOTAS],  # client quotas (helper "quotas")
 }

@@ -19,6 +19,7 @@ from . import (
     offsets,
     produce,
     producer_ids,
+    quotas,
     topics,
     txn,
 )
@@ -67,6 +68,9 @@ HANDLERS: dict[int, Any] = {
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
+    # client quotas (helper "quotas")
+    apis.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
 }
 
 
@@ -91,6 +95,7 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ELECT_LEADERS: admin.elect_leaders,
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+    apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,  # forwarded by brokers
 }
 
 

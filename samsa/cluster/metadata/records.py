@@ -178,6 +178,19 @@ class BrokerRegistrationChangeRecord:
     log_dirs: tuple[uuid.UUID, ...] = ()  # v2+, tag 2; empty: unchanged
 
 
+# ---- quotas (helper "quotas"): Kafka's ClientQuotaRecord ---------------------------------------
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota of one client entity: `entity` is ((type, name), ...) with type "user" or
+    "client-id" and name None for the entity type's default; `remove` drops the quota."""
+
+    API_KEY: ClassVar[int] = 14
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class NoOpRecord:
     API_KEY: ClassVar[int] = 20
@@ -186,11 +199,11 @@ class NoOpRecord:
 Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord
           | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord
           | RemoveTopicRecord | FeatureLevelRecord | ProducerIdsRecord
-          | BrokerRegistrationChangeRecord | NoOpRecord)
+          | BrokerRegistrationChangeRecord | NoOpRecord | ClientQuotaRecord)
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0}
+                                15: 0, 17: 2, 20: 0, 14: 0}
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -225,6 +238,9 @@ class _Writer:
 
     def boolean(self, v: bool) -> None:
         self.out.append(1 if v else 0)
+
+    def f64(self, v: float) -> None:
+        self.out += struct.pack(">d", v)
 
     def uvarint(self, n: int) -> None:
         self.out += uvarint(n)
@@ -305,6 +321,10 @@ class _Reader:
 
     def i64(self) -> int:
         return self._unpack(">q", 8)
+
+    def f64(self) -> float:
+        v: float = struct.unpack(">d", self._take(8))[0]
+        return v
 
     def boolean(self) -> bool:
         b = self._take(1)[0]
@@ -643,6 +663,8 @@ def _w_body(w: _Writer, rec: Record, v: int) -> None:
     elif isinstance(rec, FeatureLevelRecord):
         w.string(rec.name)
         w.i16(rec.feature_level)
+    elif isinstance(rec, ClientQuotaRecord):
+        _w_quota(w, rec)
     elif isinstance(rec, ProducerIdsRecord):
         w.i32(rec.broker_id)
         w.i64(rec.broker_epoch)
@@ -661,6 +683,27 @@ def _r_plain(read: Callable[[_Reader], Record]) -> Callable[[_Reader, int], Reco
     return run
 
 
+def _w_quota(w: _Writer, rec: ClientQuotaRecord) -> None:
+    w.uvarint(len(rec.entity) + 1)
+    for etype, ename in rec.entity:
+        w.string(etype)
+        w.string(ename)
+        w.tags([])
+    w.string(rec.key)
+    w.f64(rec.value)
+    w.boolean(rec.remove)
+
+
+def _r_quota_entity(r: _Reader) -> tuple[str, str | None]:
+    e = (r.string(), r.nullable_string())
+    r.tags({})
+    return e
+
+
+def _r_quota(r: _Reader) -> ClientQuotaRecord:
+    return ClientQuotaRecord(r.structs(_r_quota_entity, 3), r.string(), r.f64(), r.boolean())
+
+
 def _r_string_value(r: _Reader) -> ConfigRecord:
     return ConfigRecord(r.i8(), r.string(), r.string(), r.nullable_string())
 
@@ -676,6 +719,7 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     8: _r_plain(lambda r: UnfenceBrokerRecord(r.i32(), r.i64())),
     9: _r_plain(lambda r: RemoveTopicRecord(r.uid())),
     12: _r_plain(lambda r: FeatureLevelRecord(r.string(), r.i16())),
+    14: _r_plain(_r_quota),
     15: _r_plain(lambda r: ProducerIdsRecord(r.i32(), r.i64(), r.i64())),
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),
