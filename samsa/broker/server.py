@@ -243,8 +243,8 @@ class KafkaConnection(asyncio.Protocol):
     def mute_for(self, ms: int) -> None:
         """A quota violation: stop reading this connection for `ms` (Kafka mutes the channel
         once the throttled response is sent; KIP-219 clients back off by themselves too)."""
-        if ms <= 0 or self.closed:
-            return
+        if ms <= 0 or self.closed or self.spec.controller:
+            return  # never a broker's own channel to the controller (forwarded requests)
         loop = asyncio.get_running_loop()
         until = loop.time() + ms / 1000
         if until <= self.muted_until:

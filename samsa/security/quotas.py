@@ -241,6 +241,7 @@ class QuotaManager:
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, Entity], _Sensor] = {}
         self._resolved: dict[tuple[str, str, str], _Sensor | None] = {}
+        self._buckets: dict[Entity, TokenBucket] = {}  # controller_mutation_rate
 
     def update(self, quotas: dict[Entity, dict[str, float]]) -> None:
         """The image's quotas changed (or may have): take them, keep rates of unchanged quotas."""
@@ -250,6 +251,9 @@ class QuotaManager:
         self.active = bool(self._quotas)
         self._resolved.clear()
         self.generation += 1
+        for entity in [e for e in self._buckets
+                       if CONTROLLER_MUTATION_RATE not in self._quotas.get(e, {})]:
+            del self._buckets[entity]
         for (key, entity), sensor in list(self._sensors.items()):
             value = self._quotas.get(entity, {}).get(key)
             if value is None:
@@ -356,3 +360,69 @@ def fetch_sensor(q: QuotaManager, ctx: Any) -> _Sensor | None:
     if not q.active or cid.startswith(_BROKER_CLIENT):
         return None
     return q.sensor(CONSUMER_BYTE_RATE, ctx.conn.principal.name, cid)
+
+
+# ------------------------------------------------------------------------------ mutations
+class TokenBucket:
+    """Kafka's TokenBucket (KIP-599): `rate` tokens a second, at most samples x window worth
+    held; a mutation takes its partitions' worth and may leave the bucket in debt."""
+
+    __slots__ = ("rate", "burst", "tokens", "last")
+
+    def __init__(self, rate: float, burst: float, now: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.last = now
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+
+    def throttle_ms(self, now: float) -> int:
+        """0 while the bucket holds tokens, else the ms until it is out of debt."""
+        self._refill(now)
+        return 0 if self.tokens >= 0 else math.ceil(-self.tokens / self.rate * 1000)
+
+    def take(self, n: float, now: float) -> None:
+        self._refill(now)
+        self.tokens -= n
+
+
+class MutationQuota:
+    """controller_mutation_rate for one request: `exceeded()` before each topic's mutation
+    (strict requests then fail it with THROTTLING_QUOTA_EXCEEDED), `record(partitions)` after."""
+
+    def __init__(self, q: QuotaManager, bucket: TokenBucket | None, strict: bool) -> None:
+        self.q = q
+        self.bucket = bucket
+        self.strict = strict
+
+    def exceeded(self) -> bool:
+        return self.strict and self.bucket is not None and \
+            self.bucket.throttle_ms(self.q.now()) > 0
+
+    def record(self, partitions: int) -> None:
+        if self.bucket is not None and partitions > 0:
+            self.bucket.take(partitions, self.q.now())
+
+    def throttle_ms(self) -> int:
+        return self.bucket.throttle_ms(self.q.now()) if self.bucket is not None else 0
+
+
+def mutation_quota(q: QuotaManager, ctx: Any, strict_from: int) -> MutationQuota:
+    """The controller mutation quota of a CreateTopics / CreatePartitions / DeleteTopics request
+    (strict, i.e. refusing, from the version KIP-599 gave each)."""
+    bucket = None
+    cid = ctx.client_id or ""
+    if q.active and not cid.startswith(_BROKER_CLIENT):
+        found = resolve(q._quotas, ctx.conn.principal.name, cid, CONTROLLER_MUTATION_RATE)
+        if found is not None:
+            entity, rate = found
+            bucket = q._buckets.get(entity)
+            burst = rate * q.samples * q.window_s
+            if bucket is None:
+                bucket = q._buckets[entity] = TokenBucket(rate, burst, q.now())
+            else:
+                bucket.rate, bucket.burst = rate, burst
+    return MutationQuota(q, bucket, ctx.version >= strict_from)

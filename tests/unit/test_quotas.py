@@ -141,3 +141,14 @@ def test_updates_keep_rates_and_drop_removed() -> None:
     assert s.bound == 20.0
     q.update({})
     assert not q.active and q.sensor("consumer_byte_rate", "u", "any") is None
+
+
+def test_token_bucket_debt_and_refill() -> None:
+    from samsa.security.quotas import TokenBucket
+
+    b = TokenBucket(2.0, 4.0, 0.0)
+    assert b.throttle_ms(0.0) == 0
+    b.take(5, 0.0)  # one token in debt: half a second at 2/s
+    assert b.throttle_ms(0.0) == 500
+    assert b.throttle_ms(0.5) == 0
+    assert b.throttle_ms(100.0) == 0 and b.tokens == 4.0  # never above the burst
