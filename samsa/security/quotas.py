@@ -192,7 +192,7 @@ class Rate:
 
     def _purge(self, now: float) -> None:
         expire = self.samples * self.window_s
-        while self.starts and self.starts[0] + expire < now:
+        while self.starts and now - self.starts[0] >= expire:
             del self.starts[0]
             del self.values[0]
 
@@ -214,11 +214,11 @@ class Rate:
         full = int(elapsed / self.window_s)
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_s
-        return elapsed
+        return max(elapsed, 0.001)  # Kafka: at least 1 ms
 
     def measure(self, now: float) -> float:
-        size = self.window_size(now)
-        return sum(self.values) / size if size > 0 else 0.0
+        size = self.window_size(now)  # purges first
+        return sum(self.values) / size
 
 
 @dataclass(slots=True)

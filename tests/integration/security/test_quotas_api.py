@@ -180,19 +180,19 @@ def test_quotas_survive_kill_and_still_throttle() -> None:
 
 
 def test_controller_mutation_rate_refuses_strict_requests_in_debt(broker: SamsaBroker) -> None:
-    """KIP-599: 2 partitions/s (a burst of samples x window x rate = 4); a 5-partition topic
+    """KIP-599: 2 partitions/s (a burst of samples x window x rate = 4); a 24-partition topic
     puts the client in debt; then CreateTopics v6+ refuses with THROTTLING_QUOTA_EXCEEDED and a
     throttle time, while v5 (not strict) is still served."""
     assert alter(broker, [([("client-id", "wire-test")],
                            [("controller_mutation_rate", 2, False)])]) == [(0, None)]
     w = Wire(broker.bootstrap)
     try:
-        def create(name: str, version: int) -> Any:
+        def create(name: str, version: int, partitions: int = 1) -> Any:
             return w.request(19, version, {"topics": [{
-                "name": name, "num_partitions": 5, "replication_factor": 1, "assignments": [],
-                "configs": []}], "timeout": 30_000, "validate_only": False})
+                "name": name, "num_partitions": partitions, "replication_factor": 1,
+                "assignments": [], "configs": []}], "timeout": 30_000, "validate_only": False})
 
-        first = create("mut-1", 7)
+        first = create("mut-1", 7, 24)  # 20 partitions in debt: 10 s at 2/s
         assert int(first.topics[0].error_code) == 0
         second = create("mut-2", 7)
         assert int(second.topics[0].error_code) == 89
