@@ -126,8 +126,10 @@ def test_rate_window_and_throttle_time() -> None:
     r = Rate(2, 1.0)
     r.record(100, 0.0)
     r.record(100, 1.5)
-    assert r.measure(2.0) == 100.0
-    r.record(0, 3.0)  # the sample of 0.0 expired (older than 2 windows), the one of 1.5 not
+    assert r.measure(1.9) == 200 / 1.9  # both samples, over the time since the first
+    assert r.measure(2.0) == 100 / 1.5  # the first expired (2 windows old): the window is
+    # then the 0.5 s since the second plus the missing full window
+    r.record(0, 3.0)
     assert r.values == [100, 0]
 
 
