@@ -320,7 +320,7 @@ class QuotaManager:
 # ------------------------------------------------------------------------------ per request
 # Brokers' own connections (replica fetches, controller traffic) are exempt, as Kafka exempts
 # principals allowed ClusterAction; until ACLs exist Samsa knows them by their client id.
-_BROKER_CLIENT = "samsa-node-"
+_BROKER_CLIENT = ("samsa-node", "samsa-replica-fetcher-", "samsa-txn-markers")
 _PRODUCE, _API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 0, 18, 17, 36
 _UNTHROTTLED = frozenset({_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
