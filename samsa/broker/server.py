@@ -345,7 +345,8 @@ class KafkaConnection(asyncio.Protocol):
                 fut.add_done_callback(functools.partial(self._answered, ctx))
             self._enqueue(fut)
         elif result is None:
-            self.mute_for(ctx.throttle_ms)
+            if ctx.throttle_ms:
+                self.mute_for(ctx.throttle_ms)
             return  # acks=0 produce: no response at all
         else:
             if ctx.throttle_ms and isinstance(result, dict) and "throttle_time" in result:
@@ -353,7 +354,8 @@ class KafkaConnection(asyncio.Protocol):
             chunks = result if isinstance(result, list) else \
                 encode_response(key, version, corr, result)
             self._respond_in_order(chunks)
-            self.mute_for(ctx.throttle_ms)
+            if ctx.throttle_ms:
+                self.mute_for(ctx.throttle_ms)
 
     def _respond_in_order(self, chunks: Response) -> None:
         """Answer now, or behind the earlier requests still in flight (order is the protocol)."""
