@@ -25,9 +25,15 @@ def test_record_round_trip_and_bytes() -> None:
     r = ClientQuotaRecord(((USER, "alice"), (CLIENT_ID, None)), "producer_byte_rate", 1024.0)
     b = encode(r)
     assert decode(b) == r
-    # frame 1, type 14, version 0, 2 entities, "user", "alice", tags, "client-id", null, tags
-    assert b[:3] == bytes([1, 14, 0])
-    assert b[3] == 3 and b[4:9] == b"\x05user"
+    # frame 1, type 14, version 0 (Kafka: not flexible): int32 count, int16-length strings, -1
+    # for the default's null name, float64, bool, no tagged fields
+    assert b == (bytes([1, 14, 0]) + b"\x00\x00\x00\x02" + b"\x00\x04user\x00\x05alice"
+                 + b"\x00\x09client-id\xff\xff" + b"\x00\x12producer_byte_rate"
+                 + b"\x40\x90\x00\x00\x00\x00\x00\x00" + b"\x00")
+    # v1 (flexible) is read too
+    v1 = (bytes([1, 14, 1]) + b"\x02" + b"\x05user\x06alice\x00" + b"\x13producer_byte_rate"
+          + b"\x40\x90\x00\x00\x00\x00\x00\x00" + b"\x01" + b"\x00")
+    assert decode(v1) == ClientQuotaRecord(((USER, "alice"),), "producer_byte_rate", 1024.0, True)
     gone = ClientQuotaRecord(((CLIENT_ID, "c"),), "consumer_byte_rate", 0.0, True)
     assert decode(encode(gone)) == gone
 

@@ -203,7 +203,7 @@ Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | Partitio
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0, 14: 0}
+                                15: 0, 17: 2, 20: 0, 14: 1}
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -665,6 +665,7 @@ def _w_body(w: _Writer, rec: Record, v: int) -> None:
         w.i16(rec.feature_level)
     elif isinstance(rec, ClientQuotaRecord):
         _w_quota(w, rec)
+        return  # v0: no tagged-field section
     elif isinstance(rec, ProducerIdsRecord):
         w.i32(rec.broker_id)
         w.i64(rec.broker_epoch)
@@ -683,25 +684,65 @@ def _r_plain(read: Callable[[_Reader], Record]) -> Callable[[_Reader, int], Reco
     return run
 
 
+# ClientQuotaRecord v0 is not a flexible version (Kafka: "flexibleVersions": "1+"): classic
+# int16-length strings (-1: null), an int32-count array, no tagged fields. Kafka 3.7-4.0 write v0.
+def _w_classic_string(w: _Writer, v: str | None) -> None:
+    if v is None:
+        w.i16(-1)
+        return
+    b = v.encode()
+    if len(b) > MAX_STRING:
+        raise MetadataRecordError(f"string of {len(b)} bytes is longer than {MAX_STRING}")
+    w.i16(len(b))
+    w.out += b
+
+
+def _r_classic_string(r: _Reader) -> str | None:
+    n = r.i16()
+    if n < 0:
+        return None
+    try:
+        return r._take(n).decode()
+    except UnicodeDecodeError:
+        raise MetadataRecordError("string is not UTF-8") from None
+
+
 def _w_quota(w: _Writer, rec: ClientQuotaRecord) -> None:
-    w.uvarint(len(rec.entity) + 1)
+    w.i32(len(rec.entity))
     for etype, ename in rec.entity:
-        w.string(etype)
-        w.string(ename)
-        w.tags([])
-    w.string(rec.key)
+        _w_classic_string(w, etype)
+        _w_classic_string(w, ename)
+    _w_classic_string(w, rec.key)
     w.f64(rec.value)
     w.boolean(rec.remove)
 
 
-def _r_quota_entity(r: _Reader) -> tuple[str, str | None]:
-    e = (r.string(), r.nullable_string())
-    r.tags({})
-    return e
+def _r_quota(r: _Reader, v: int) -> ClientQuotaRecord:
+    def text(nullable: bool) -> str | None:
+        s = r.nullable_string() if v >= 1 else _r_classic_string(r)
+        if s is None and not nullable:
+            raise MetadataRecordError("null in a non-nullable string")
+        return s
 
-
-def _r_quota(r: _Reader) -> ClientQuotaRecord:
-    return ClientQuotaRecord(r.structs(_r_quota_entity, 3), r.string(), r.f64(), r.boolean())
+    if v >= 1:
+        n = r._length("array", 3)
+    else:
+        n = r.i32()
+        if n * 4 > r.end - r.pos:
+            raise MetadataRecordError(f"array of {n} overruns the record")
+    if n is None or n < 0:
+        raise MetadataRecordError("null in a non-nullable array")
+    entity = []
+    for _ in range(n):
+        etype = text(False)
+        entity.append((etype or "", text(True)))
+        if v >= 1:
+            r.tags({})
+    key = text(False) or ""
+    rec = ClientQuotaRecord(tuple(entity), key, r.f64(), r.boolean())
+    if v >= 1:
+        r.tags({})
+    return rec
 
 
 def _r_string_value(r: _Reader) -> ConfigRecord:
@@ -719,7 +760,7 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     8: _r_plain(lambda r: UnfenceBrokerRecord(r.i32(), r.i64())),
     9: _r_plain(lambda r: RemoveTopicRecord(r.uid())),
     12: _r_plain(lambda r: FeatureLevelRecord(r.string(), r.i16())),
-    14: _r_plain(_r_quota),
+    14: _r_quota,
     15: _r_plain(lambda r: ProducerIdsRecord(r.i32(), r.i64(), r.i64())),
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),
