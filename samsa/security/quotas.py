@@ -88,13 +88,13 @@ def check_entity(entity: Iterable[tuple[str, str | None]]) -> Entity:
         if etype == IP:
             raise QuotaError(Err.INVALID_REQUEST,
                              "IP quotas (connection_creation_rate) are not supported by Samsa")
-        if etype not in (USER, CLIENT_ID):
-            raise QuotaError(Err.UNSUPPORTED_VERSION,
-                             f"Unhandled client quota entity type: {etype}")
         if etype in seen:
-            raise QuotaError(Err.INVALID_REQUEST, f"Duplicate {etype} entity type in {out}")
-        if name is not None and name == "" and etype == USER:
-            raise QuotaError(Err.INVALID_REQUEST, "Invalid empty user name")
+            raise QuotaError(Err.INVALID_REQUEST, "Invalid empty client quota entity, "
+                             f"duplicate entity entry {etype}")
+        if etype not in (USER, CLIENT_ID):
+            raise QuotaError(Err.INVALID_REQUEST, f"Unhandled client quota entity type: {etype}")
+        if name == "":
+            raise QuotaError(Err.INVALID_REQUEST, f"Empty {etype} not supported")
         seen.add(etype)
     return normalize(out)
 
@@ -119,15 +119,12 @@ def alter_records(entity: Entity, ops: Iterable[tuple[str, float, bool]]
     """The records for one AlterClientQuotas entry (checked: QuotaError on the first bad op)."""
     from samsa.cluster.metadata.records import ClientQuotaRecord
 
-    out = []
-    seen: set[str] = set()
+    changes: dict[str, float | None] = {}  # a key given twice: the last op wins (Kafka's map)
     for key, value, remove in ops:
         check_op(key, value, remove)
-        if key in seen:
-            raise QuotaError(Err.INVALID_REQUEST, f"Duplicate quota key {key}")
-        seen.add(key)
-        out.append(ClientQuotaRecord(entity, key, 0.0 if remove else float(value), remove))
-    return out
+        changes[key] = None if remove else float(value)
+    return [ClientQuotaRecord(entity, key, 0.0 if v is None else v, v is None)
+            for key, v in changes.items()]
 
 
 # ------------------------------------------------------------------------------ describe
@@ -137,6 +134,8 @@ def describe(image: MetadataImage, components: Iterable[tuple[str, int, str | No
     exact: dict[str, str | None] = {}
     any_of: set[str] = set()
     for etype, match_type, match in components:
+        if not etype:
+            raise QuotaError(Err.INVALID_REQUEST, "Invalid empty entity type.")
         if etype in exact or etype in any_of:
             raise QuotaError(Err.INVALID_REQUEST,
                              f"Entity type {etype} cannot appear more than once in the filter.")
@@ -145,12 +144,12 @@ def describe(image: MetadataImage, components: Iterable[tuple[str, int, str | No
         if match_type == MATCH_EXACT:
             if match is None:
                 raise QuotaError(Err.INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but "
-                                 "set match string to null")
+                                 "set match string to null.")
             exact[etype] = match
         elif match_type == MATCH_DEFAULT:
             if match is not None:
                 raise QuotaError(Err.INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, but "
-                                 "also specified a match string")
+                                 "also specified a match string.")
             exact[etype] = None
         elif match_type == MATCH_SPECIFIED:
             if match is not None:
@@ -161,7 +160,7 @@ def describe(image: MetadataImage, components: Iterable[tuple[str, int, str | No
             raise QuotaError(Err.INVALID_REQUEST, f"Unknown match type {match_type}")
     if IP in exact or IP in any_of:
         if exact.keys() - {IP} or any_of - {IP}:
-            raise QuotaError(Err.INVALID_REQUEST, "Invalid entity filter component combination, "
+            raise QuotaError(Err.INVALID_REQUEST, "Invalid entity filter component combination. "
                              "IP filter component should not be used with user or clientId "
                              "filter component.")
     wanted = len(exact) + len(any_of)

@@ -73,7 +73,8 @@ def test_precedence_is_kafkas() -> None:
 @pytest.mark.parametrize(("entity", "code"), [
     ([], Err.INVALID_REQUEST),
     ([("ip", "1.2.3.4")], Err.INVALID_REQUEST),
-    ([("group", "g")], Err.UNSUPPORTED_VERSION),
+    ([("group", "g")], Err.INVALID_REQUEST),
+    ([("client-id", "")], Err.INVALID_REQUEST),
     ([(USER, "a"), (USER, "b")], Err.INVALID_REQUEST),
 ])
 def test_bad_entities(entity: list, code: int) -> None:

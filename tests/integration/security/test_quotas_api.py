@@ -93,7 +93,8 @@ def test_validate_only_changes_nothing(broker: SamsaBroker) -> None:
     ([("client-id", "x")], [("producer_byte_rate", 10.5, False)], INVALID_REQUEST),
     ([("client-id", "x")], [("consumer_byte_rate", -5, False)], INVALID_REQUEST),
     ([("user", "a"), ("user", "b")], [("producer_byte_rate", 10, False)], INVALID_REQUEST),
-    ([("topic", "t")], [("producer_byte_rate", 10, False)], UNSUPPORTED_VERSION),
+    ([("topic", "t")], [("producer_byte_rate", 10, False)], INVALID_REQUEST),
+    ([("user", "")], [("producer_byte_rate", 10, False)], INVALID_REQUEST),
 ])
 def test_bad_alter_entries_get_kafkas_errors(broker: SamsaBroker, entity: list[Any],
                                              ops: list[Any], code: int) -> None:
