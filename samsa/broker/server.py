@@ -37,7 +37,7 @@ from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
 from samsa.protocol.fetch_response import FetchChunks
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
-from samsa.security.quotas import charge_request, charge_time
+from samsa.security.quotas import Timed, charge_request, charge_time
 from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ class KafkaConnection(asyncio.Protocol):
         if charged:
             charge_time(quotas, ctx, time.perf_counter() - started)
         if isinstance(result, Awaitable):
-            fut = asyncio.ensure_future(self._finish(ctx, result))
+            fut = asyncio.ensure_future(self._finish(ctx, Timed(result) if charged else result))
             if key == apis.FETCH and inspect.iscoroutine(result):
                 self.fetches[fut] = result
                 fut.add_done_callback(self._fetch_done)
@@ -381,6 +381,8 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
         result = await aw
+        if isinstance(aw, Timed):  # a request quota applies: the coroutine's own time
+            charge_time(self.broker.quotas, ctx, aw.spent)
         if ctx.throttle_ms:
             self.mute_for(ctx.throttle_ms)
             if isinstance(result, dict) and "throttle_time" in result:

@@ -353,6 +353,37 @@ def charge_time(q: QuotaManager, ctx: Any, seconds: float) -> None:
         s.rate.record(seconds * 100, q.now())
 
 
+class Timed:
+    """An awaitable that runs another one and adds up the time of its steps on the event loop
+    (not the time it waits): a coroutine handler's share of a request quota."""
+
+    __slots__ = ("aw", "spent")
+
+    def __init__(self, aw: Any) -> None:
+        self.aw = aw
+        self.spent = 0.0
+
+    def __await__(self) -> Any:
+        gen = self.aw.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            started = time.perf_counter()
+            try:
+                step = gen.send(value) if error is None else gen.throw(error)
+            except StopIteration as e:
+                self.spent += time.perf_counter() - started
+                return e.value
+            except BaseException:
+                self.spent += time.perf_counter() - started
+                raise
+            self.spent += time.perf_counter() - started
+            try:
+                value, error = (yield step), None
+            except BaseException as e:  # noqa: BLE001 - handed to the awaited coroutine
+                value, error = None, e
+
+
 def fetch_sensor(q: QuotaManager, ctx: Any) -> _Sensor | None:
     """The consumer_byte_rate sensor of a consumer's Fetch; None when unlimited."""
     cid = ctx.client_id or ""

@@ -120,7 +120,9 @@ def test_producer_held_near_quota_and_unlimited_one_not_slowed(broker: SamsaBrok
 
 
 def test_consumer_byte_rate_throttles_fetches(broker: SamsaBroker) -> None:
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    # small batches: a Fetch answers at least one whole batch, and one larger than the quota's
+    # window (quota x (quota.window.num - 1) x 1 s) would be refused forever, as in Kafka
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384})
     total = 3 * 1024 * 1024
     for _ in range(total // len(RECORD)):
         while True:
