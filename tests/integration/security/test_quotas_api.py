@@ -169,15 +169,21 @@ def _throttle_seen(bootstrap: str, client_id: str, seconds: float) -> int:
 
 
 def test_quotas_survive_kill_and_still_throttle() -> None:
+    """After a kill -9 the quotas are back from the metadata log and enforced in Kafka's order:
+    the (user ANONYMOUS, client-id tiny) quota beats the user's own, which applies to the other
+    client ids of that user (every unauthenticated client is User:ANONYMOUS)."""
     with SamsaBroker(overrides={"quota.window.num": "2"}) as b:
-        assert alter(b, [([("client-id", "tiny")], [("producer_byte_rate", 20_000, False)]),
-                         ([("user", "ANONYMOUS")], [("request_percentage", 400, False)])]) \
+        assert alter(b, [([("user", "ANONYMOUS"), ("client-id", "tiny")],
+                          [("producer_byte_rate", 20_000, False)]),
+                         ([("user", "ANONYMOUS")], [("producer_byte_rate", 1e12, False)])]) \
             == [(0, None)] * 2
         b.restart(hard=True)  # kill -9
         got = as_dict(describe(b, []))
-        assert got == {(("client-id", "tiny"),): {"producer_byte_rate": 20_000.0},
-                       (("user", "ANONYMOUS"),): {"request_percentage": 400.0}}
+        assert got == {(("client-id", "tiny"), ("user", "ANONYMOUS")):
+                       {"producer_byte_rate": 20_000.0},
+                       (("user", "ANONYMOUS"),): {"producer_byte_rate": 1e12}}
         assert _throttle_seen(b.bootstrap, "tiny", 20.0) > 0
+        assert _throttle_seen(b.bootstrap, "other", 2.0) == 0
 
 
 def test_controller_mutation_rate_refuses_strict_requests_in_debt(broker: SamsaBroker) -> None:
