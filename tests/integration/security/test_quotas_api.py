@@ -26,7 +26,7 @@ def broker() -> Iterator[SamsaBroker]:
         yield b
 
 
-def alter(b: SamsaBroker, entries: list[tuple[list[tuple[str, str | None]],
+def alter(b: Any, entries: list[tuple[list[tuple[str, str | None]],
                                               list[tuple[str, float, bool]]]],
           validate_only: bool = False, version: int = 1) -> list[tuple[int, str | None]]:
     w = Wire(b.bootstrap)
@@ -41,7 +41,7 @@ def alter(b: SamsaBroker, entries: list[tuple[list[tuple[str, str | None]],
     return [(int(e.error_code), e.error_message) for e in resp.entries]
 
 
-def describe(b: SamsaBroker, comps: list[tuple[str, int, str | None]], strict: bool = False,
+def describe(b: Any, comps: list[tuple[str, int, str | None]], strict: bool = False,
              version: int = 1) -> Any:
     w = Wire(b.bootstrap)
     try:
