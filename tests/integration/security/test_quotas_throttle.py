@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.testing import SamsaBroker
@@ -99,8 +99,7 @@ def produce_for(bootstrap: str, client_id: str, topic: str, seconds: float,
 
 
 def test_producer_held_near_quota_and_unlimited_one_not_slowed(broker: SamsaBroker) -> None:
-    free_alone = produce_for(broker.bootstrap, "free", "free", 3.0)
-    alone_rate = free_alone.overall()
+    free_alone = produce_for(broker.bootstrap, "free", "free", 2.0)
     assert free_alone.throttle_max == 0
 
     out: dict[str, Run] = {}
@@ -112,6 +111,9 @@ def test_producer_held_near_quota_and_unlimited_one_not_slowed(broker: SamsaBrok
     free_beside = produce_for(broker.bootstrap, "free", "free", 3.0)
     th.join(60)
     limited = out["limited"]
+    # its own pace alone, before and after (the lower one: the shared machine's load varies)
+    alone_rate = min(free_alone.overall(),
+                     produce_for(broker.bootstrap, "free", "free", 2.0).overall())
 
     # the limited producer over 12 s of steady state (after its first 2 s)
     rate = limited.rate(t0 + 2.0, t0 + 14.0)
@@ -146,7 +148,7 @@ def test_consumer_byte_rate_throttles_fetches(broker: SamsaBroker) -> None:
                       "group.id": f"g-{client_id}", "auto.offset.reset": "earliest",
                       "statistics.interval.ms": 500, "stats_cb": run.stats,
                       "enable.auto.commit": False})
-        c.subscribe(["fetched"])
+        c.assign([TopicPartition("fetched", 0, 0)])  # no group join to wait for
         got = 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and got < total:
