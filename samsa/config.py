@@ -383,8 +383,6 @@ for _c in [
     ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT",
               "Rules mapping a client certificate's DN to a principal name "
               "(RULE:pattern/replacement/[LU], DEFAULT)."),
-    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
-              "Host name check of the server certificate by clients (broker-to-broker)."),
 ]:
     BROKER_CONFIGS[_c.name] = _c
 

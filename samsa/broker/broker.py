@@ -236,6 +236,27 @@ class Broker:
                 self.logs.update_config(name, self.controller.log_config(name))
                 self.replicas.config_changed(name)
 
+    def check_tls_changes(self, changes: dict[str, str | None]) -> None:
+        """Before ssl.* settings change dynamically: every TLS listener must still build a
+        context (Kafka validates a new key store before accepting it)."""
+        if not self.tls or not any("ssl." in k for k in changes):
+            return
+        from samsa.config import ConfigError
+        from samsa.security.ssl_context import TlsSettings, build_server_context
+
+        def lookup(name: str) -> str | None:
+            if name in changes:
+                v = changes[name]
+                return v if v is not None else self.config.get(name)
+            return self._broker_setting(name)
+
+        for name in self.tls:
+            try:
+                build_server_context(TlsSettings.read(lookup, name), name)
+            except ConfigError as e:
+                raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
+                                      f"of SSLFactory failed: {e}") from None
+
     def _on_tls_metadata(self, records: list[Any], full: bool) -> None:
         """Dynamic listener config: a per-broker or cluster-wide ssl.* change (even to the same
         path, after the file was renewed) reloads the TLS listeners it applies to."""

@@ -157,6 +157,14 @@ def build_server_context(s: TlsSettings, listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def _mapper(s: TlsSettings) -> SslPrincipalMapper:
+    try:
+        return SslPrincipalMapper.parse(s.get("ssl.principal.mapping.rules") or "DEFAULT")
+    except ValueError as e:
+        raise ConfigError(f"Invalid value for configuration ssl.principal.mapping.rules: "
+                          f"{e}") from None
+
+
 class ListenerTls:
     """The TLS side of one listener: the context it is bound with, reloadable, and the principal
     of a connection's client certificate (ssl.principal.mapping.rules)."""
@@ -167,8 +175,7 @@ class ListenerTls:
         self.lookup = lookup
         self.settings = TlsSettings.read(lookup, listener)
         self.current = build_server_context(self.settings, listener)
-        self.mapper = SslPrincipalMapper.parse(
-            self.settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+        self.mapper = _mapper(self.settings)
         # The context the socket is bound with: every new handshake is switched to `current`.
         self.front = self.current
         self.front.sni_callback = self._pick
@@ -186,7 +193,7 @@ class ListenerTls:
         if settings == self.settings and not force:
             return False
         ctx = build_server_context(settings, self.listener)
-        mapper = SslPrincipalMapper.parse(settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+        mapper = _mapper(settings)
         ctx.sni_callback = self._pick
         self.settings, self.current, self.mapper = settings, ctx, mapper
         self.reloads += 1
