@@ -346,6 +346,8 @@ for _c in [
 
 # -- TLS listeners (samsa.security.ssl_context; helper tls). Each may also be given per listener
 # as listener.name.<listener>.<name>, which wins over the plain name (Kafka's listener prefix).
+# Key and trust stores change at run time (per broker, with the listener prefix, as Kafka); the
+# rest needs a restart in Samsa.
 for _c in [
     ConfigDef("ssl.keystore.type", "string", "PEM",
               "Key store format: PEM only in Samsa (Kafka's default is JKS).", mode="per-broker"),
@@ -372,14 +374,11 @@ for _c in [
               "CA certificates as inline PEM text.", mode="per-broker"),
     ConfigDef("ssl.client.auth", "string", "none",
               "Client certificates: none, requested (verified if sent) or required.",
-              valid=("none", "requested", "required"), mode="per-broker"),
-    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted.",
-              mode="per-broker"),
-    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol (informational).",
-              mode="per-broker"),
+              valid=("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol (informational)."),
     ConfigDef("ssl.cipher.suites", "list", "",
-              "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults.",
-              mode="per-broker"),
+              "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults."),
     ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT",
               "Rules mapping a client certificate's DN to a principal name "
               "(RULE:pattern/replacement/[LU], DEFAULT)."),

@@ -236,13 +236,29 @@ class Broker:
                 self.logs.update_config(name, self.controller.log_config(name))
                 self.replicas.config_changed(name)
 
-    def check_tls_changes(self, changes: dict[str, str | None]) -> None:
-        """Before ssl.* settings change dynamically: every TLS listener must still build a
+    def check_tls_changes(self, changes: dict[str, str | None], resource: str) -> None:
+        """Kafka's checks of a dynamic change to TLS settings: only per broker, only with the
+        listener prefix, only key and trust stores; and every TLS listener must still build a
         context (Kafka validates a new key store before accepting it)."""
-        if not self.tls or not any("ssl." in k for k in changes):
-            return
-        from samsa.config import ConfigError
+        from samsa.config import ConfigError, is_read_only
         from samsa.security.ssl_context import TlsSettings, build_server_context
+
+        def refuse(why: str, names: list[str]) -> None:
+            raise ControllerError(Err.INVALID_REQUEST, f"{why}: Set({', '.join(sorted(names))})")
+
+        plain = [k for k in changes if k.startswith("ssl.")]
+        prefixed = [k for k in changes if k.startswith("listener.name.") and ".ssl." in k]
+        if plain:
+            refuse("These security configs can be dynamically updated only per-listener using "
+                   "the listener prefix", plain)
+        fixed = [k for k in prefixed if is_read_only(k)]
+        if fixed:
+            refuse("Cannot update these configs dynamically", fixed)
+        if prefixed and resource == "":
+            refuse("Cannot update these configs at default cluster level, broker id must be "
+                   "specified", prefixed)
+        if not self.tls or not prefixed:
+            return
 
         def lookup(name: str) -> str | None:
             if name in changes:

@@ -181,7 +181,8 @@ def test_cipher_names() -> None:
 
 def test_listener_ssl_settings_are_dynamic_per_broker() -> None:
     assert not is_read_only("listener.name.ssl.ssl.keystore.location")
-    assert not is_read_only("ssl.keystore.location")
+    assert not is_read_only("listener.name.ssl.ssl.truststore.certificates")
+    assert is_read_only("listener.name.ssl.ssl.client.auth")
     assert is_read_only("ssl.principal.mapping.rules")
     validate_broker_configs({"listener.name.external.ssl.client.auth": "required"})
     with pytest.raises(ConfigError):

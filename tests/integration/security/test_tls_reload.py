@@ -52,7 +52,7 @@ def _file_cert(path: object) -> bytes:
     return ssl.PEM_cert_to_DER_cert(text[start:end] + "\n")
 
 
-def _set(b: SamsaBroker, name: str, value: str) -> None:
+def _set(b: SamsaBroker, name: str, value: str, resource: str = "1") -> None:
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -62,7 +62,7 @@ def _set(b: SamsaBroker, name: str, value: str) -> None:
     )
 
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[ConfigEntry(
+    res = ConfigResource(ResourceType.BROKER, resource, incremental_configs=[ConfigEntry(
         name, value, incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([res])[res].result(30)
 
@@ -118,4 +118,21 @@ def test_a_key_store_that_does_not_load_is_refused(broker: tuple[SamsaBroker, in
                                         "failed") as e:
         _set(b, KEY, str(bad))
     assert "INVALID_REQUEST" in str(e.value) or "Failed to load" in str(e.value)
+    assert _served_cert(tls, port) == before
+
+
+@pytest.mark.parametrize(("name", "resource", "why"), [
+    ("ssl.keystore.location", "1", "These security configs can be dynamically updated only "
+                                   "per-listener using the listener prefix"),
+    (KEY, "", "Cannot update these configs at default cluster level, broker id must be "
+              "specified"),
+    ("listener.name.ssl.ssl.client.auth", "1", "Cannot update these configs dynamically"),
+])
+def test_kafka_refusals_of_dynamic_tls_changes(broker: tuple[SamsaBroker, int], tls: TlsFiles,
+                                               name: str, resource: str, why: str) -> None:
+    b, port = broker
+    before = _served_cert(tls, port)
+    value = "required" if name.endswith("client.auth") else str(tls.server_file)
+    with pytest.raises(Exception, match=why):
+        _set(b, name, value, resource)
     assert _served_cert(tls, port) == before
