@@ -81,6 +81,12 @@ class Broker:
             per_connection=config.get_int("queued.max.requests.per.connection"),
             max_connections=config.get_int("max.connections"),
             max_per_ip=config.get_int("max.connections.per.ip"))
+        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
+        from samsa.broker.listeners import TLS_PROTOCOLS
+        from samsa.security.ssl_context import ListenerTls
+
+        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
+                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
         self.servers: list[asyncio.AbstractServer] = []
         self.host = self.bind_host
         self.port = self.bind_port
@@ -91,12 +97,6 @@ class Broker:
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
         self._forget: set[str] = set()  # deleted topics whose group offsets are to go
-        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
-        from samsa.broker.listeners import TLS_PROTOCOLS
-        from samsa.security.ssl_context import ListenerTls
-
-        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
-                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
