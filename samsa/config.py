@@ -325,6 +325,25 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
      for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}
 
+# Broker settings that differ from their topic config: no default (a synonym in other units
+# provides it), other units, or a larger minimum (KIP-1030: log.segment.bytes >= 1 MiB in 4.0,
+# while the topic's segment.bytes keeps its minimum of 14 bytes until Kafka 4.1).
+for _c in [
+    ConfigDef("log.retention.ms", "long", None,
+              "Retention in ms (above .minutes and .hours; -1: no limit).", mode="cluster-wide"),
+    ConfigDef("log.roll.ms", "long", None, "Roll period in ms (above log.roll.hours).",
+              mode="cluster-wide"),
+    ConfigDef("log.roll.hours", "int", "168", "Roll period in hours.", at_least=1),
+    ConfigDef("log.roll.jitter.ms", "long", None, "Roll jitter in ms (above .hours).",
+              mode="cluster-wide"),
+    ConfigDef("log.roll.jitter.hours", "int", "0", "Roll jitter in hours.", at_least=0),
+    ConfigDef("log.flush.interval.ms", "long", None,
+              "fsync period in ms (unset: log.flush.scheduler.interval.ms).", mode="cluster-wide"),
+    ConfigDef("log.segment.bytes", "int", "1073741824", "Size at which a segment file is rolled.",
+              mode="cluster-wide", at_least=1 << 20),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+
 # -- TLS listeners (samsa.security.ssl_context; helper tls). Each may also be given per listener
 # as listener.name.<listener>.<name>, which wins over the plain name (Kafka's listener prefix).
 # Key and trust stores change at run time (per broker, with the listener prefix, as Kafka); the
@@ -378,25 +397,6 @@ def config_def(name: str) -> ConfigDef | None:
             d = BROKER_CONFIGS.get(m.group(1))
     return d
 
-
-# Broker settings that differ from their topic config: no default (a synonym in other units
-# provides it), other units, or a larger minimum (KIP-1030: log.segment.bytes >= 1 MiB in 4.0,
-# while the topic's segment.bytes keeps its minimum of 14 bytes until Kafka 4.1).
-for _c in [
-    ConfigDef("log.retention.ms", "long", None,
-              "Retention in ms (above .minutes and .hours; -1: no limit).", mode="cluster-wide"),
-    ConfigDef("log.roll.ms", "long", None, "Roll period in ms (above log.roll.hours).",
-              mode="cluster-wide"),
-    ConfigDef("log.roll.hours", "int", "168", "Roll period in hours.", at_least=1),
-    ConfigDef("log.roll.jitter.ms", "long", None, "Roll jitter in ms (above .hours).",
-              mode="cluster-wide"),
-    ConfigDef("log.roll.jitter.hours", "int", "0", "Roll jitter in hours.", at_least=0),
-    ConfigDef("log.flush.interval.ms", "long", None,
-              "fsync period in ms (unset: log.flush.scheduler.interval.ms).", mode="cluster-wide"),
-    ConfigDef("log.segment.bytes", "int", "1073741824", "Size at which a segment file is rolled.",
-              mode="cluster-wide", at_least=1 << 20),
-]:
-    BROKER_CONFIGS[_c.name] = _c
 
 # Broker settings given in several units (Kafka's brokerConfigSynonyms), highest precedence first;
 # a topic config's default comes from the first one set.

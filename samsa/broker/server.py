@@ -157,11 +157,11 @@ class KafkaConnection(asyncio.Protocol):
         # Who this connection is (TLS client certificate or SASL replace it) and how it came in.
         self.principal: KafkaPrincipal = ANONYMOUS
         self.security_protocol = "PLAINTEXT"
+        self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
         # Fetch handlers in flight (their coroutines): stopped when the connection goes
         self.fetches: dict[asyncio.Future[Response | None], Any] = {}
-        self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
