@@ -266,9 +266,9 @@ class Broker:
                 return v if v is not None else self.config.get(name)
             return self._broker_setting(name)
 
-        for name in self.tls:
+        for name, tls in self.tls.items():
             try:
-                build_server_context(TlsSettings.read(lookup, name), name)
+                build_server_context(TlsSettings.read(lookup, name, tls.protocol), name)
             except ConfigError as e:
                 raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
                                       f"of SSLFactory failed: {e}") from None
