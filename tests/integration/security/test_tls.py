@@ -318,10 +318,10 @@ def test_expired_certificates(broker: tuple[SamsaBroker, Ports], tls: TlsFiles) 
 
     errors: list[str] = []
     admin = AdminClient({"bootstrap.servers": _bs(p.expired), **tls.confluent(),
-                         "error_cb": lambda e: errors.append(str(e))})
+                         "log_level": 0, "error_cb": lambda e: errors.append(str(e))})
     with pytest.raises(Exception):  # noqa: B017 - librdkafka's KafkaException
         admin.list_topics(timeout=5)
-    assert any("expired" in e for e in errors), errors
+    assert any("certificate verify failed" in e for e in errors), errors
     # the client's certificate expired: the broker refuses it
     tls.add_client("old", expired=True)
     assert _refused(p.mtls, tls.ssl_context("old"))
