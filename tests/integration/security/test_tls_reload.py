@@ -150,3 +150,16 @@ def test_kafka_refusals_of_dynamic_tls_changes(broker: tuple[SamsaBroker, int], 
     with pytest.raises(Exception, match=why):
         _set(b, name, value, resource)
     assert _served_cert(tls, port) == before
+
+
+def test_a_key_store_that_does_not_load_stops_the_start(tls: TlsFiles) -> None:
+    plain = free_port()
+    overrides, _ = ssl_listener_overrides(tls, plain, extra={
+        "listener.name.ssl.ssl.keystore.location": str(tls.root / "missing.pem")})
+    b = SamsaBroker(port=plain, overrides=overrides)
+    try:
+        with pytest.raises(RuntimeError, match="Failed to load SSL key store or trust store for "
+                                               "listener SSL"):
+            b.start()
+    finally:
+        b.close()
