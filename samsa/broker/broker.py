@@ -87,6 +87,15 @@ class Broker:
 
         self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
                     for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
+        if any(ln.security_protocol.startswith("SASL_") for ln in self.bind_listeners):
+            import importlib.util
+
+            from samsa.config import ConfigError
+
+            if importlib.util.find_spec("samsa.security.sasl") is None:
+                # never serve a SASL listener without authenticating its clients
+                raise ConfigError("SASL_PLAINTEXT / SASL_SSL listeners need samsa.security.sasl, "
+                                  "which this build does not have")
         self.servers: list[asyncio.AbstractServer] = []
         self.host = self.bind_host
         self.port = self.bind_port
