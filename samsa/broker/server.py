@@ -161,6 +161,7 @@ class KafkaConnection(asyncio.Protocol):
         # Who this connection is (TLS client certificate or SASL replace it) and how it came in.
         self.principal: KafkaPrincipal = ANONYMOUS
         self.security_protocol = "PLAINTEXT"
+        self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
         # client quotas (KIP-219): the channel is not read until muted_until (loop time)
@@ -180,6 +181,8 @@ class KafkaConnection(asyncio.Protocol):
             self.closed = True
             transport.close()
             return
+        if self.tls is not None and self.security_protocol == "SSL" and not self._tls_principal():
+            return
         self.broker.connections.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         sock = transport.get_extra_info("socket")
@@ -188,6 +191,20 @@ class KafkaConnection(asyncio.Protocol):
                 self.sock_fd = sock.fileno()
             except (OSError, RuntimeError):
                 self.sock_fd = -1
+
+    def _tls_principal(self) -> bool:
+        """SSL listeners: the principal of the client certificate (ssl.principal.mapping.rules);
+        a certificate no rule maps fails the connection, as in Kafka."""
+        assert self.transport is not None
+        try:
+            self.principal = self.tls.principal(self.transport.get_extra_info("ssl_object"))
+        except ValueError as e:
+            log.info("closing connection from %s: %s", self.peer_ip or "?", e)
+            self.limits.leave(self)
+            self.closed = True
+            self.transport.close()
+            return False
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         was_admitted = self in self.broker.connections
