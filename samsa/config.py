@@ -158,6 +158,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "Bytes/s for moving replicas between log dirs of one broker.", mode="cluster-wide",
               at_least=0),
     # -- end replication throttles --
+    # -- client quotas (helper "quotas"; Kafka's QuotaConfig) --
+    ConfigDef("quota.window.num", "int", "11",
+              "Samples a client quota rate is measured over.", at_least=1),
+    ConfigDef("quota.window.size.seconds", "int", "1",
+              "Length of one client quota sample.", at_least=1),
+    # -- end client quotas --
     ConfigDef("max.request.partition.size.limit", "int", "2000",
               "Most partitions one DescribeTopicPartitions response holds.", at_least=1),
     ConfigDef("log.retention.check.interval.ms", "long", "300000", "Retention check period.",
@@ -354,6 +360,8 @@ for _c in [
 
 # -- TLS listeners (samsa.security.ssl_context; helper tls). Each may also be given per listener
 # as listener.name.<listener>.<name>, which wins over the plain name (Kafka's listener prefix).
+# Key and trust stores change at run time (per broker, with the listener prefix, as Kafka); the
+# rest needs a restart in Samsa.
 for _c in [
     ConfigDef("ssl.keystore.type", "string", "PEM",
               "Key store format: PEM only in Samsa (Kafka's default is JKS).", mode="per-broker"),
@@ -380,19 +388,14 @@ for _c in [
               "CA certificates as inline PEM text.", mode="per-broker"),
     ConfigDef("ssl.client.auth", "string", "none",
               "Client certificates: none, requested (verified if sent) or required.",
-              valid=("none", "requested", "required"), mode="per-broker"),
-    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted.",
-              mode="per-broker"),
-    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol (informational).",
-              mode="per-broker"),
+              valid=("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol (informational)."),
     ConfigDef("ssl.cipher.suites", "list", "",
-              "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults.",
-              mode="per-broker"),
+              "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults."),
     ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT",
               "Rules mapping a client certificate's DN to a principal name "
               "(RULE:pattern/replacement/[LU], DEFAULT)."),
-    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
-              "Host name check of the server certificate by clients (broker-to-broker)."),
 ]:
     BROKER_CONFIGS[_c.name] = _c
 

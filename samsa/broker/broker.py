@@ -21,6 +21,7 @@ from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
 from samsa.security.authorizer import Authorizer
+from samsa.security.quotas import QuotaManager
 from samsa.storage.cleaner import CleanerConfig
 from samsa.storage.log import PartitionLog
 from samsa.storage.manager import LogManager
@@ -84,6 +85,21 @@ class Broker:
             per_connection=config.get_int("queued.max.requests.per.connection"),
             max_connections=config.get_int("max.connections"),
             max_per_ip=config.get_int("max.connections.per.ip"))
+        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
+        from samsa.broker.listeners import TLS_PROTOCOLS
+        from samsa.security.ssl_context import ListenerTls
+
+        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
+                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
+        if any(ln.security_protocol.startswith("SASL_") for ln in self.bind_listeners):
+            import importlib.util
+
+            from samsa.config import ConfigError
+
+            if importlib.util.find_spec("samsa.security.sasl") is None:
+                # never serve a SASL listener without authenticating its clients
+                raise ConfigError("SASL_PLAINTEXT / SASL_SSL listeners need samsa.security.sasl, "
+                                  "which this build does not have")
         self.servers: list[asyncio.AbstractServer] = []
         self.host = self.bind_host
         self.port = self.bind_port
@@ -94,12 +110,9 @@ class Broker:
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
         self._forget: set[str] = set()  # deleted topics whose group offsets are to go
-        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
-        from samsa.broker.listeners import TLS_PROTOCOLS
-        from samsa.security.ssl_context import ListenerTls
-
-        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
-                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
+        # client quotas (helper "quotas"): resolved from the image, measured per request
+        self.quotas = QuotaManager(config.get_int("quota.window.num"),
+                                   float(config.get_int("quota.window.size.seconds")))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -145,6 +158,7 @@ class Broker:
         image = self.node.image
         self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
         self._hosting = True
+        self.quotas.update(self.node.image.client_quotas)
         await self._reconcile()
         self.replicas.start()
         self.lifecycle.start()
@@ -211,9 +225,12 @@ class Broker:
         return st is not None and st.leader == self.node_id
 
     def _on_metadata(self, records: list[Any], full: bool) -> None:
+        from samsa.cluster.metadata import records as rec
+
+        if full or any(isinstance(r, rec.ClientQuotaRecord) for r in records):
+            self.quotas.update(self.node.image.client_quotas)
         if not self._hosting:
             return
-        from samsa.cluster.metadata import records as rec
 
         for r in records:
             if isinstance(r, rec.TopicRecord):
@@ -238,6 +255,43 @@ class Broker:
             if name in self.node.image.topics:
                 self.logs.update_config(name, self.controller.log_config(name))
                 self.replicas.config_changed(name)
+
+    def check_tls_changes(self, changes: dict[str, str | None], resource: str) -> None:
+        """Kafka's checks of a dynamic change to TLS settings: only per broker, only with the
+        listener prefix, only key and trust stores; and every TLS listener must still build a
+        context (Kafka validates a new key store before accepting it)."""
+        from samsa.config import ConfigError, is_read_only
+        from samsa.security.ssl_context import TlsSettings, build_server_context
+
+        def refuse(why: str, names: list[str]) -> None:
+            raise ControllerError(Err.INVALID_REQUEST, f"{why}: Set({', '.join(sorted(names))})")
+
+        plain = [k for k in changes if k.startswith("ssl.")]
+        prefixed = [k for k in changes if k.startswith("listener.name.") and ".ssl." in k]
+        if plain:
+            refuse("These security configs can be dynamically updated only per-listener using "
+                   "the listener prefix", plain)
+        fixed = [k for k in prefixed if is_read_only(k)]
+        if fixed:
+            refuse("Cannot update these configs dynamically", fixed)
+        if prefixed and resource == "":
+            refuse("Cannot update these configs at default cluster level, broker id must be "
+                   "specified", prefixed)
+        if not self.tls or not prefixed:
+            return
+
+        def lookup(name: str) -> str | None:
+            if name in changes:
+                v = changes[name]
+                return v if v is not None else self.config.get(name)
+            return self._broker_setting(name)
+
+        for name, tls in self.tls.items():
+            try:
+                build_server_context(TlsSettings.read(lookup, name, tls.protocol), name)
+            except ConfigError as e:
+                raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
+                                      f"of SSLFactory failed: {e}") from None
 
     def _on_tls_metadata(self, records: list[Any], full: bool) -> None:
         """Dynamic listener config: a per-broker or cluster-wide ssl.* change (even to the same

@@ -28,6 +28,7 @@ import inspect
 import logging
 import os
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
 from samsa.protocol.fetch_response import FetchChunks
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
+from samsa.security.quotas import Timed, charge_request, charge_time
 from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -76,7 +78,8 @@ def _release_result(fut: asyncio.Future[Response | None]) -> None:
 
 
 class RequestContext:
-    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn", "frame", "counted")
+    __slots__ = ("api_key", "version", "correlation_id", "client_id", "conn", "frame", "counted",
+                 "throttle_ms")
 
     def __init__(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
                  conn: KafkaConnection, frame: bytes = b"") -> None:
@@ -87,6 +90,7 @@ class RequestContext:
         self.conn = conn
         self.frame = frame  # the request as received (header included): forwarding, Raft RPCs
         self.counted = False  # counted in queued.max.requests until answered or parked
+        self.throttle_ms = 0  # client quotas: throttle_time_ms, then the channel is muted
 
     def park(self) -> None:
         """The request now waits on other connections' requests (an acks=all produce waiting
@@ -160,6 +164,9 @@ class KafkaConnection(asyncio.Protocol):
         self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
+        # client quotas (KIP-219): the channel is not read until muted_until (loop time)
+        self.muted_until = 0.0
+        self._mute_timer: asyncio.TimerHandle | None = None
         # Fetch handlers in flight (their coroutines): stopped when the connection goes
         self.fetches: dict[asyncio.Future[Response | None], Any] = {}
 
@@ -220,6 +227,9 @@ class KafkaConnection(asyncio.Protocol):
                 fut.cancel()
         self._drop_outbox()
         self.buf = bytearray()
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+            self._mute_timer = None
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -233,7 +243,7 @@ class KafkaConnection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        want_pause = (self.write_paused or bool(self.outbox)
+        want_pause = (self.write_paused or bool(self.outbox) or self.muted_until > 0
                       or len(self.pending) >= self.limits.per_connection
                       or self.limits.saturated())
         if want_pause and self.limits.saturated():
@@ -246,6 +256,26 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.resume_reading()
             if self.buf:
                 self._batched(self._process)
+
+    def mute_for(self, ms: int) -> None:
+        """A quota violation: stop reading this connection for `ms` (Kafka mutes the channel
+        once the throttled response is sent; KIP-219 clients back off by themselves too)."""
+        if ms <= 0 or self.closed or self.spec.controller:
+            return  # never a broker's own channel to the controller (forwarded requests)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        if self._mute_timer is not None:
+            self._mute_timer.cancel()
+        self._mute_timer = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        self.muted_until = 0.0
+        self._mute_timer = None
+        self._update_reading()
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -308,14 +338,20 @@ class KafkaConnection(asyncio.Protocol):
             return
         ctx = RequestContext(key, version, corr, header.client_id, self, frame)
         handler = self.handlers[key]
+        quotas = self.broker.quotas
+        charged = quotas.active and not self.spec.controller and charge_request(
+            quotas, ctx, len(frame) + 4)
+        started = time.perf_counter() if charged else 0.0
         try:
             result = handler(self.broker, ctx, body)
         except Exception:
             log.exception("handler for api %d v%d failed", key, version)
             self.close()
             return
+        if charged:
+            charge_time(quotas, ctx, time.perf_counter() - started)
         if isinstance(result, Awaitable):
-            fut = asyncio.ensure_future(self._finish(ctx, result))
+            fut = asyncio.ensure_future(self._finish(ctx, Timed(result) if charged else result))
             if key == apis.FETCH and inspect.iscoroutine(result):
                 self.fetches[fut] = result
                 fut.add_done_callback(self._fetch_done)
@@ -326,11 +362,17 @@ class KafkaConnection(asyncio.Protocol):
                 fut.add_done_callback(functools.partial(self._answered, ctx))
             self._enqueue(fut)
         elif result is None:
+            if ctx.throttle_ms:
+                self.mute_for(ctx.throttle_ms)
             return  # acks=0 produce: no response at all
         else:
+            if ctx.throttle_ms and isinstance(result, dict) and "throttle_time" in result:
+                result["throttle_time"] = ctx.throttle_ms
             chunks = result if isinstance(result, list) else \
                 encode_response(key, version, corr, result)
             self._respond_in_order(chunks)
+            if ctx.throttle_ms:
+                self.mute_for(ctx.throttle_ms)
 
     def _respond_in_order(self, chunks: Response) -> None:
         """Answer now, or behind the earlier requests still in flight (order is the protocol)."""
@@ -356,6 +398,12 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
         result = await aw
+        if isinstance(aw, Timed):  # a request quota applies: the coroutine's own time
+            charge_time(self.broker.quotas, ctx, aw.spent)
+        if ctx.throttle_ms:
+            self.mute_for(ctx.throttle_ms)
+            if isinstance(result, dict) and "throttle_time" in result:
+                result["throttle_time"] = ctx.throttle_ms
         if result is None:
             return None
         if isinstance(result, list):

@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     metadata_quorum.add_parser(sub)
     partitions.add_parser(sub)
     log_dirs.add_parser(sub)
+    from . import quotas  # client quotas (helper "quotas")
+    quotas.add_parser(sub)
     from . import connect
     connect.add_parser(sub)
     from . import acls  # issue 17

@@ -57,6 +57,9 @@ WRITE_TXN_MARKERS = 27
 DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
+# client quotas (helper "quotas")
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -110,6 +113,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_ACLS: (1, 3),
     CREATE_ACLS: (1, 3),
     DELETE_ACLS: (1, 3),
+    # client quotas (helper "quotas")
+    DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ALTER_CLIENT_QUOTAS: (0, 1),
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
@@ -147,4 +153,5 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     # ACL changes brokers forward (issue 17)
     CREATE_ACLS: SUPPORTED[CREATE_ACLS],
     DELETE_ACLS: SUPPORTED[DELETE_ACLS],
+    ALTER_CLIENT_QUOTAS: SUPPORTED[ALTER_CLIENT_QUOTAS],  # client quotas (helper "quotas")
 }

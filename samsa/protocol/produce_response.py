@@ -24,7 +24,8 @@ def _nullable_str(s: str | None, flexible: bool) -> bytes:
 
 def encode_produce_response(version: int, correlation_id: int,
                             responses: list[dict[str, Any]],
-                            node_endpoints: list[NodeEndpoint] | None = None) -> list[bytes]:
+                            node_endpoints: list[NodeEndpoint] | None = None,
+                            throttle_time_ms: int = 0) -> list[bytes]:
     """Length-prefixed frame for a Produce response built by handlers.produce, as one chunk.
     From v10 a partition's "current_leader" (leader id, epoch) and `node_endpoints` are sent
     (KIP-951); `node_endpoints` is None when no partition has one (possibly [] otherwise)."""
@@ -70,7 +71,7 @@ def encode_produce_response(version: int, correlation_id: int,
                 out += b"\x00"  # partition tagged fields
         if flexible:
             out += b"\x00"  # topic tagged fields
-    out += _I32.pack(0)  # throttle_time_ms
+    out += _I32.pack(throttle_time_ms)
     if kip951:
         out += top_level_tags(node_endpoints)
     elif flexible:

@@ -75,8 +75,14 @@ class TlsSettings:
     values: tuple[tuple[str, str | None], ...]
 
     @classmethod
-    def read(cls, lookup: Lookup, listener: str) -> TlsSettings:
-        return cls(tuple((k, listener_setting(lookup, listener, k)) for k in SSL_KEYS))
+    def read(cls, lookup: Lookup, listener: str, protocol: str = "SSL") -> TlsSettings:
+        """KIP-684: on a SASL_SSL listener only a listener-prefixed ssl.client.auth applies (the
+        client authenticates with SASL; a plain ssl.client.auth is meant for SSL listeners)."""
+        values = [(k, listener_setting(lookup, listener, k)) for k in SSL_KEYS]
+        if protocol == "SASL_SSL":
+            auth = lookup(listener_prefix(listener) + "ssl.client.auth")
+            values = [(k, auth if k == "ssl.client.auth" else v) for k, v in values]
+        return cls(tuple(values))
 
     def get(self, key: str) -> str | None:
         return dict(self.values)[key]
@@ -157,6 +163,14 @@ def build_server_context(s: TlsSettings, listener: str) -> ssl.SSLContext:
     return ctx
 
 
+def _mapper(s: TlsSettings) -> SslPrincipalMapper:
+    try:
+        return SslPrincipalMapper.parse(s.get("ssl.principal.mapping.rules") or "DEFAULT")
+    except ValueError as e:
+        raise ConfigError(f"Invalid value for configuration ssl.principal.mapping.rules: "
+                          f"{e}") from None
+
+
 class ListenerTls:
     """The TLS side of one listener: the context it is bound with, reloadable, and the principal
     of a connection's client certificate (ssl.principal.mapping.rules)."""
@@ -165,10 +179,9 @@ class ListenerTls:
         self.listener = listener
         self.protocol = protocol
         self.lookup = lookup
-        self.settings = TlsSettings.read(lookup, listener)
+        self.settings = TlsSettings.read(lookup, listener, protocol)
         self.current = build_server_context(self.settings, listener)
-        self.mapper = SslPrincipalMapper.parse(
-            self.settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+        self.mapper = _mapper(self.settings)
         # The context the socket is bound with: every new handshake is switched to `current`.
         self.front = self.current
         self.front.sni_callback = self._pick
@@ -182,11 +195,11 @@ class ListenerTls:
     def reload(self, force: bool = False) -> bool:
         """Rebuild the context if the settings changed (or `force`: the same paths, renewed
         files). On failure the listener keeps its current certificate and the error is raised."""
-        settings = TlsSettings.read(self.lookup, self.listener)
+        settings = TlsSettings.read(self.lookup, self.listener, self.protocol)
         if settings == self.settings and not force:
             return False
         ctx = build_server_context(settings, self.listener)
-        mapper = SslPrincipalMapper.parse(settings.get("ssl.principal.mapping.rules") or "DEFAULT")
+        mapper = _mapper(settings)
         ctx.sni_callback = self._pick
         self.settings, self.current, self.mapper = settings, ctx, mapper
         self.reloads += 1

@@ -56,6 +56,8 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     45: (0, 0),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
     47: (0, 0),   # OffsetDelete
+    48: (0, 1),   # DescribeClientQuotas
+    49: (0, 1),   # AlterClientQuotas
     55: (0, 2),   # DescribeQuorum
     60: (0, 2),   # DescribeCluster
     61: (0, 0),   # DescribeProducers

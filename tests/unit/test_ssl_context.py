@@ -84,12 +84,19 @@ def test_listener_prefix_wins_and_principal(tls: TlsFiles) -> None:
 def test_required_refuses_a_client_without_certificate(tls: TlsFiles) -> None:
     lt = ListenerTls("SSL", "SSL", _lookup(tls.broker_ssl("required")))
     port, t, out = _serve_once(lt)
-    with pytest.raises((ssl.SSLError, OSError)):
-        _handshake(tls, port)
-        # TLS 1.3: the refusal may only show on the next read
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
-            pass
+    ctx = ssl.create_default_context(cafile=str(tls.ca_file))
+    ctx.check_hostname = False
+    refused = False
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                ctx.wrap_socket(raw) as s:
+            # TLS 1.3: the server checks the client after the client's handshake ends, so the
+            # refusal (an alert, then the close) shows on the first read
+            refused = s.recv(1) == b""
+    except (ssl.SSLError, ConnectionResetError):
+        refused = True
     t.join(10)
+    assert refused
     assert isinstance(out.get("error"), ssl.SSLError)
 
 
@@ -174,8 +181,20 @@ def test_cipher_names() -> None:
 
 def test_listener_ssl_settings_are_dynamic_per_broker() -> None:
     assert not is_read_only("listener.name.ssl.ssl.keystore.location")
-    assert not is_read_only("ssl.keystore.location")
+    assert not is_read_only("listener.name.ssl.ssl.truststore.certificates")
+    assert is_read_only("listener.name.ssl.ssl.client.auth")
     assert is_read_only("ssl.principal.mapping.rules")
     validate_broker_configs({"listener.name.external.ssl.client.auth": "required"})
     with pytest.raises(ConfigError):
         validate_broker_configs({"listener.name.external.ssl.client.auth": "sometimes"})
+
+
+def test_sasl_ssl_takes_only_a_listener_prefixed_client_auth(tls: TlsFiles) -> None:
+    """KIP-684: a plain ssl.client.auth=required does not apply to a SASL_SSL listener."""
+    plain = {**tls.broker_ssl("required")}
+    assert ListenerTls("SASL_SSL", "SASL_SSL", _lookup(plain)).current.verify_mode == \
+        ssl.CERT_NONE
+    assert ListenerTls("SSL", "SSL", _lookup(plain)).current.verify_mode == ssl.CERT_REQUIRED
+    prefixed = {**plain, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    assert ListenerTls("SASL_SSL", "SASL_SSL", _lookup(prefixed)).current.verify_mode == \
+        ssl.CERT_OPTIONAL

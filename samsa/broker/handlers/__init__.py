@@ -21,6 +21,7 @@ from . import (
     offsets,
     produce,
     producer_ids,
+    quotas,
     topics,
     txn,
 )
@@ -72,6 +73,9 @@ HANDLERS: dict[int, Any] = {
     apis.DESCRIBE_ACLS: acls.describe_acls,
     apis.CREATE_ACLS: acls.create_acls,
     apis.DELETE_ACLS: acls.delete_acls,
+    # client quotas (helper "quotas")
+    apis.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
 }
 # ACLs (issue 17): the cluster-wide APIs check their cluster operation first (on broker
 # listeners; authz skips CONTROLLER listeners)
@@ -101,6 +105,7 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.CREATE_ACLS: acls.create_acls,
     apis.DELETE_ACLS: acls.delete_acls,
+    apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,  # forwarded by brokers
 }
 
 

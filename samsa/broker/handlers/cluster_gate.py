@@ -41,6 +41,13 @@ def _markers(ctx: RequestContext, req: Any) -> dict[str, Any]:
         for m in req.markers]}
 
 
+def _quota_entries(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "entries": [
+        {"error_code": _DENIED, "error_message": _MESSAGE,
+         "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name}
+                    for e in entry.entity]} for entry in req.entries]}
+
+
 # api -> (operation on the cluster, the denied answer)
 GATES: dict[int, tuple[int, Callable[[RequestContext, Any], dict[str, Any]]]] = {
     apis.ELECT_LEADERS: (az.OP_ALTER, _top_level),
@@ -49,6 +56,9 @@ GATES: dict[int, tuple[int, Callable[[RequestContext, Any], dict[str, Any]]]] = 
     apis.DESCRIBE_QUORUM: (az.OP_DESCRIBE, _top_level),
     apis.ALTER_REPLICA_LOG_DIRS: (az.OP_ALTER, _replica_dirs),
     apis.WRITE_TXN_MARKERS: (az.OP_CLUSTER_ACTION, _markers),
+    # client quotas (Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster)
+    apis.DESCRIBE_CLIENT_QUOTAS: (az.OP_DESCRIBE_CONFIGS, _top_level),
+    apis.ALTER_CLIENT_QUOTAS: (az.OP_ALTER_CONFIGS, _quota_entries),
 }
 
 

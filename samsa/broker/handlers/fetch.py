@@ -28,6 +28,7 @@ from samsa.cluster.replication.truncation import divergence, end_offset_for
 from samsa.protocol.errors import Err
 from samsa.protocol.fetch_response import FetchChunks, FetchPartition, encode_fetch_response
 from samsa.security import authorizer as az
+from samsa.security.quotas import fetch_sensor
 from samsa.storage.file_slice import FileSlice
 from samsa.storage.log import OffsetOutOfRange, PartitionLog
 
@@ -65,7 +66,8 @@ def _epoch_error(fp: Any, epoch: int) -> int:
 
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
               plan: list[tuple[Any, str | None, list[Any]]],
-              hints: LeaderHints, denied: frozenset[str] = frozenset()
+              hints: LeaderHints, quota_cap: float | None = None,
+              denied: frozenset[str] = frozenset()
               ) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
     """One pass over the plan: file slices (not bytes) for the record data. A follower (replica
     id >= 0) reads up to the log end offset and its fetch offset moves the leader's view of it;
@@ -75,6 +77,8 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
     # the consumer's rack (KIP-392, v11+): None for older clients, which read leaders only
     rack: str | None = getattr(req, "rack_id", None) if ctx.version >= 11 else None
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+    if quota_cap is not None:  # Kafka: no more than the consumer quota allows in its window
+        remaining = max(min(remaining, int(quota_cap)), 1)
     total = 0
     errors = False
     read_committed = req.isolation_level == 1
@@ -218,10 +222,21 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
     loop = asyncio.get_running_loop()
     hints = LeaderHints(broker, ctx)
     denied = _denied(ctx, req, plan) if authz.enabled(ctx) else frozenset()
+    quota = fetch_sensor(broker.quotas, ctx) if _replica_of(ctx, req)[0] < 0 else None
+    cap = broker.quotas.max_in_window(quota) if quota is not None else None
     while True:
-        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints, denied)
+        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints, cap, denied)
         left = deadline - time.monotonic()
         if total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed:
+            if (quota is not None or ctx.throttle_ms) and _throttled(broker, ctx, quota, total):
+                # Kafka: a throttled fetch is answered empty, its bytes not charged
+                _release(responses)
+                sid = session.id if session is not None else 0
+                if session is not None and not incremental:
+                    cache.remove(session.id)
+                    sid = 0
+                return encode_fetch_response(ctx.version, ctx.correlation_id, [],
+                                             session_id=sid, throttle_time_ms=ctx.throttle_ms)
             if session is not None:
                 responses = _session_filter(session, responses, incremental)
             return encode_fetch_response(ctx.version, ctx.correlation_id, responses,
@@ -250,6 +265,17 @@ def _denied(ctx: RequestContext, req: Any,
     if _replica_of(ctx, req)[0] >= 0:
         return frozenset() if authz.cluster(ctx, az.OP_CLUSTER_ACTION) else frozenset(names)
     return frozenset(n for n in names if not authz.topic(ctx, az.OP_READ, n))
+def _throttled(broker: Broker, ctx: RequestContext, quota: Any, size: int) -> bool:
+    """Charge a consumer's response bytes (Kafka's fetch quota); True, with ctx.throttle_ms set,
+    when the consumer or request quota throttles it (the bytes then uncharged)."""
+    q = broker.quotas
+    ms = q.record(quota, size) if quota is not None else 0
+    if ms <= 0 and ctx.throttle_ms <= 0:
+        return False
+    if quota is not None:
+        q.unrecord(quota, size)
+    ctx.throttle_ms = max(ctx.throttle_ms, ms)
+    return True
 
 
 def _resolve_wake(wake: asyncio.Future[None]) -> None:

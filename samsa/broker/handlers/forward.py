@@ -81,7 +81,7 @@ def top_error(resp: Any) -> int:
     code = getattr(resp, "error_code", 0)
     if code:
         return int(code)
-    for attr in ("topics", "responses", "results"):
+    for attr in ("topics", "responses", "results", "entries"):
         items = getattr(resp, attr, None)
         if items:
             return int(getattr(items[0], "error_code", 0))

@@ -143,7 +143,7 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         return _complete_then(broker, to_flush, to_replicate, req.timeout.total_seconds(), ctx,
                               responses, acks, endpoints)
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
-                                                          responses, endpoints)
+                                                          responses, endpoints, ctx.throttle_ms)
 
 
 def _denied(ctx: RequestContext, req: Any) -> int:
@@ -184,4 +184,4 @@ async def _complete_then(broker: Broker, logs: list[PartitionLog],
         if hints is not None:
             endpoints = sorted({*(endpoints or []), *(hints.node_endpoints() or [])})
     return None if acks == 0 else encode_produce_response(ctx.version, ctx.correlation_id,
-                                                          responses, endpoints)
+                                                          responses, endpoints, ctx.throttle_ms)

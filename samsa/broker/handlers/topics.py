@@ -13,6 +13,7 @@ from samsa.cluster.limits import EXCESSIVE, check_topic_assignments, request_tot
 from samsa.config import TOPIC_CONFIGS
 from samsa.protocol.errors import Err
 from samsa.security import authorizer as az
+from samsa.security.quotas import MutationQuota, mutation_quota
 
 from .forward import forward, must_forward, ok_names
 
@@ -33,6 +34,22 @@ def _refused_whole(r: dict[str, Any], too_large: bool, duplicate: bool) -> bool:
     else:
         return False
     return True
+
+
+_THROTTLED = "The throttling quota has been exceeded."
+
+
+def _over_quota(r: dict[str, Any], mq: MutationQuota) -> bool:
+    """controller_mutation_rate (KIP-599): a strict request's topic fails while in debt."""
+    if mq.exceeded():
+        r["error_code"], r["error_message"] = Err.THROTTLING_QUOTA_EXCEEDED, _THROTTLED
+        return True
+    return False
+
+
+def _throttle(ctx: RequestContext, mq: MutationQuota) -> int:
+    ctx.throttle_ms = max(ctx.throttle_ms, mq.throttle_ms())
+    return ctx.throttle_ms
 
 
 def _duplicates(keys: list[Any]) -> set[Any]:
@@ -122,13 +139,14 @@ async def _create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     too_large = request_total_too_large(_requested_partitions(t, default_partitions)
                                         for t in topics)
     dups = _duplicates([t.name for t in topics])
+    mq = mutation_quota(broker.quotas, ctx, 6)
     results = []
     for t in topics:
         r: dict[str, Any] = {"name": t.name, "topic_id": None, "error_code": 0,
                              "error_message": None, "num_partitions": -1,
                              "replication_factor": -1, "configs": None}
         results.append(r)
-        if _refused_whole(r, too_large, t.name in dups):
+        if _refused_whole(r, too_large, t.name in dups) or _over_quota(r, mq):
             continue
         configs = {c.name: c.value for c in (t.configs or ())}
         partitions, replication = t.num_partitions, t.replication_factor
@@ -153,6 +171,8 @@ async def _create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
             continue
+        if not req.validate_only:
+            mq.record(_requested_partitions(t, default_partitions))
         eff = broker.controller.topic_configs(t.name) if not req.validate_only else {
             **broker.controller.topic_configs(""), **{k: v for k, v in configs.items() if v}}
         r.update(topic_id=tid,
@@ -161,7 +181,7 @@ async def _create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                  configs=[{"name": k, "value": eff.get(k), "read_only": False,
                            "config_source": 1 if k in configs else 5, "is_sensitive": False}
                           for k in TOPIC_CONFIGS])
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": _throttle(ctx, mq), "topics": results}
 
 
 async def _delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -181,6 +201,7 @@ async def _delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                  for t in (req.topics or ())]
     dup_names = _duplicates([n for n, _ in items if n is not None])
     dup_ids = _duplicates([i for n, i in items if n is None and i is not None])
+    mq = mutation_quota(broker.quotas, ctx, 5)
     results = []
     for name, tid in items:
         r: dict[str, Any] = {"name": name, "topic_id": tid, "error_code": 0, "error_message": None}
@@ -204,11 +225,15 @@ async def _delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         t = image.topics.get(name)
         if t is not None:
             r["topic_id"] = t.topic_id
+        if _over_quota(r, mq):
+            continue
         try:
             await broker.controller.delete_topic(name)  # offsets go as brokers apply it
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
-    return {"throttle_time": 0, "responses": results}
+            continue
+        mq.record(t.count if t is not None else 0)
+    return {"throttle_time": _throttle(ctx, mq), "responses": results}
 
 
 async def _create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
@@ -227,19 +252,24 @@ async def _create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> A
     too_large = request_total_too_large(
         t.count - image.topics[t.name].count for t in topics if t.name in image.topics)
     dups = _duplicates([t.name for t in topics])
+    mq = mutation_quota(broker.quotas, ctx, 3)
     results = []
     for t in topics:
         r: dict[str, Any] = {"name": t.name, "error_code": 0, "error_message": None}
         results.append(r)
-        if _refused_whole(r, too_large, t.name in dups):
+        if _refused_whole(r, too_large, t.name in dups) or _over_quota(r, mq):
             continue
         assignments = None if t.assignments is None else [a.broker_ids for a in t.assignments]
+        before = image.topics[t.name].count if t.name in image.topics else 0
         try:
             await broker.controller.create_partitions(t.name, t.count, req.validate_only,
                                                       assignments)
         except ControllerError as e:
             r["error_code"], r["error_message"] = e.code, str(e)
-    return {"throttle_time": 0, "results": results}
+            continue
+        if not req.validate_only:
+            mq.record(t.count - before)
+    return {"throttle_time": _throttle(ctx, mq), "results": results}
 
 
 def _replication(broker: Broker, name: str, asked: int) -> int:

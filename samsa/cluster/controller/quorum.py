@@ -22,7 +22,7 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from samsa.config import BrokerConfig, ConfigError
 from samsa.protocol.errors import Err
@@ -294,6 +294,28 @@ class QuorumController:
             if records:
                 await self._propose(records)
             return answer
+    # ---- client quotas (helper "quotas") ---------------------------------------------------
+
+    async def alter_client_quotas(self, entries: Sequence[tuple[Any, Any]], validate_only: bool
+                                  ) -> list[tuple[int, str | None]]:
+        """AlterClientQuotas: each entry (entity pairs, (key, value, remove) ops) checked on its
+        own; the valid ones' records committed together. (error code, message) per entry."""
+        from samsa.security.quotas import QuotaError, alter_records, check_entity
+
+        results: list[tuple[int, str | None]] = []
+        records: list[Any] = []
+        async with self._lock:
+            for entity, ops in entries:
+                try:
+                    recs = alter_records(check_entity(entity), ops)
+                except QuotaError as e:
+                    results.append((e.code, str(e)))
+                    continue
+                results.append((0, None))
+                records += recs
+            if records and not validate_only:
+                await self._propose(records)
+        return results
 
     # ---- producer ids ----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .records import (
     BrokerEndpoint,
     BrokerFeature,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -122,6 +123,9 @@ class MetadataImage:
     features: dict[str, int] = field(default_factory=dict)
     next_producer_id: int = 0
     acls: AclMap = field(default_factory=lambda: AclMap())  # ACL id -> binding
+    # client quotas (helper "quotas"): entity ((type, name or None), ...) sorted -> {key: value}
+    client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(
+        default_factory=dict)
 
     # ------------------------------------------------------------------------------ applying
     def apply(self, record: Record, offset: int = -1) -> None:
@@ -163,6 +167,8 @@ class MetadataImage:
             self.next_producer_id = record.next_producer_id
         elif isinstance(record, AccessControlEntryRecord | RemoveAccessControlEntryRecord):
             self.acls.apply(record)
+        elif isinstance(record, ClientQuotaRecord):
+            self._client_quota(record)
         elif not isinstance(record, NoOpRecord):
             log.warning("not a metadata record: %r", record)
 
@@ -261,6 +267,17 @@ class MetadataImage:
         else:
             layer[r.name] = r.value
 
+    def _client_quota(self, r: ClientQuotaRecord) -> None:
+        entity = tuple(sorted(r.entity, key=lambda e: e[0]))
+        if r.remove:
+            held = self.client_quotas.get(entity)
+            if held is not None:
+                held.pop(r.key, None)
+                if not held:
+                    del self.client_quotas[entity]
+        else:
+            self.client_quotas.setdefault(entity, {})[r.key] = r.value
+
     # ------------------------------------------------------------------------------ reading
     def to_records(self) -> list[Record]:
         """Records that rebuild this image from empty (a snapshot's content), in Kafka's snapshot
@@ -290,6 +307,8 @@ class MetadataImage:
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))  # as Kafka's image
         out += self.acls.to_records()
+        for entity, quotas in self.client_quotas.items():
+            out += [ClientQuotaRecord(entity, k, v) for k, v in quotas.items()]
         return out
 
     def live_brokers(self) -> list[BrokerRegistration]:

@@ -196,6 +196,17 @@ class AccessControlEntryRecord:
 class RemoveAccessControlEntryRecord:
     API_KEY: ClassVar[int] = 19
     id: uuid.UUID
+# ---- quotas (helper "quotas"): Kafka's ClientQuotaRecord ---------------------------------------
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """One quota of one client entity: `entity` is ((type, name), ...) with type "user" or
+    "client-id" and name None for the entity type's default; `remove` drops the quota."""
+
+    API_KEY: ClassVar[int] = 14
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float
+    remove: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,12 +217,12 @@ class NoOpRecord:
 Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord
           | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord
           | RemoveTopicRecord | FeatureLevelRecord | ProducerIdsRecord
-          | BrokerRegistrationChangeRecord | NoOpRecord
+          | BrokerRegistrationChangeRecord | NoOpRecord | ClientQuotaRecord
           | AccessControlEntryRecord | RemoveAccessControlEntryRecord)
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0,
+                                15: 0, 17: 2, 20: 0, 14: 1,
                                 18: 0, 19: 0}  # ACLs
 
 
@@ -247,6 +258,9 @@ class _Writer:
 
     def boolean(self, v: bool) -> None:
         self.out.append(1 if v else 0)
+
+    def f64(self, v: float) -> None:
+        self.out += struct.pack(">d", v)
 
     def uvarint(self, n: int) -> None:
         self.out += uvarint(n)
@@ -327,6 +341,10 @@ class _Reader:
 
     def i64(self) -> int:
         return self._unpack(">q", 8)
+
+    def f64(self) -> float:
+        v: float = struct.unpack(">d", self._take(8))[0]
+        return v
 
     def boolean(self) -> bool:
         b = self._take(1)[0]
@@ -665,6 +683,9 @@ def _w_body(w: _Writer, rec: Record, v: int) -> None:
     elif isinstance(rec, FeatureLevelRecord):
         w.string(rec.name)
         w.i16(rec.feature_level)
+    elif isinstance(rec, ClientQuotaRecord):
+        _w_quota(w, rec)
+        return  # v0: no tagged-field section
     elif isinstance(rec, ProducerIdsRecord):
         w.i32(rec.broker_id)
         w.i64(rec.broker_epoch)
@@ -694,6 +715,67 @@ def _r_plain(read: Callable[[_Reader], Record]) -> Callable[[_Reader, int], Reco
     return run
 
 
+# ClientQuotaRecord v0 is not a flexible version (Kafka: "flexibleVersions": "1+"): classic
+# int16-length strings (-1: null), an int32-count array, no tagged fields. Kafka 3.7-4.0 write v0.
+def _w_classic_string(w: _Writer, v: str | None) -> None:
+    if v is None:
+        w.i16(-1)
+        return
+    b = v.encode()
+    if len(b) > MAX_STRING:
+        raise MetadataRecordError(f"string of {len(b)} bytes is longer than {MAX_STRING}")
+    w.i16(len(b))
+    w.out += b
+
+
+def _r_classic_string(r: _Reader) -> str | None:
+    n = r.i16()
+    if n < 0:
+        return None
+    try:
+        return r._take(n).decode()
+    except UnicodeDecodeError:
+        raise MetadataRecordError("string is not UTF-8") from None
+
+
+def _w_quota(w: _Writer, rec: ClientQuotaRecord) -> None:
+    w.i32(len(rec.entity))
+    for etype, ename in rec.entity:
+        _w_classic_string(w, etype)
+        _w_classic_string(w, ename)
+    _w_classic_string(w, rec.key)
+    w.f64(rec.value)
+    w.boolean(rec.remove)
+
+
+def _r_quota(r: _Reader, v: int) -> ClientQuotaRecord:
+    def text(nullable: bool) -> str | None:
+        s = r.nullable_string() if v >= 1 else _r_classic_string(r)
+        if s is None and not nullable:
+            raise MetadataRecordError("null in a non-nullable string")
+        return s
+
+    if v >= 1:
+        n = r._length("array", 3)
+    else:
+        n = r.i32()
+        if n * 4 > r.end - r.pos:
+            raise MetadataRecordError(f"array of {n} overruns the record")
+    if n is None or n < 0:
+        raise MetadataRecordError("null in a non-nullable array")
+    entity = []
+    for _ in range(n):
+        etype = text(False)
+        entity.append((etype or "", text(True)))
+        if v >= 1:
+            r.tags({})
+    key = text(False) or ""
+    rec = ClientQuotaRecord(tuple(entity), key, r.f64(), r.boolean())
+    if v >= 1:
+        r.tags({})
+    return rec
+
+
 def _r_string_value(r: _Reader) -> ConfigRecord:
     return ConfigRecord(r.i8(), r.string(), r.string(), r.nullable_string())
 
@@ -709,6 +791,7 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     8: _r_plain(lambda r: UnfenceBrokerRecord(r.i32(), r.i64())),
     9: _r_plain(lambda r: RemoveTopicRecord(r.uid())),
     12: _r_plain(lambda r: FeatureLevelRecord(r.string(), r.i16())),
+    14: _r_quota,
     15: _r_plain(lambda r: ProducerIdsRecord(r.i32(), r.i64(), r.i64())),
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),

@@ -284,6 +284,16 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     secured.grant(BOB, ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE)
     assert w.request(35, 4, {"topics": None}).error_code == 0
     assert w.request(46, 0, {"timeout": 10000, "topics": None}).error_code == 0
+    # client quotas: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster
+    dq = {"components": [], "strict": False}
+    assert w.request(48, 1, dq).error_code == CLUSTER_DENIED
+    aq = {"entries": [{"entity": [{"entity_type": "user", "entity_name": "bob"}], "ops": [
+        {"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
+        "validate_only": False}
+    assert w.request(49, 1, aq).entries[0].error_code == CLUSTER_DENIED
+    secured.grant(BOB, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS)
+    assert w.request(49, 1, aq).entries[0].error_code == 0
+    assert w.request(48, 1, dq).error_code == 0  # implied DESCRIBE_CONFIGS
     # DescribeTopicPartitions: topics bob may not describe are refused, with bitfields
     secured.grant(BOB, ResourceType.TOPIC, "mx", AclOperation.DESCRIBE)
     dtp = w.request(75, 0, {"topics": [{"name": "mx"}, {"name": "hr-pay"}],
