@@ -16,7 +16,7 @@ from samsa.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 
 # NAME://host:port, host possibly empty (all interfaces) or a bracketed IPv6 address
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Za-z%.:]*\]|[0-9A-Za-z\-%._]*):(-?[0-9]+)$")
-SERVED_PROTOCOLS = ("PLAINTEXT",)
+SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # SASL_PLAINTEXT: helper sasl
 
 
 @dataclass(frozen=True, slots=True)

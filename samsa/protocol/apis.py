@@ -53,6 +53,11 @@ BROKER_HEARTBEAT = 63
 ALLOCATE_PRODUCER_IDS = 67
 ALTER_PARTITION = 56
 WRITE_TXN_MARKERS = 27
+# SASL (helper sasl)
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -102,6 +107,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_QUORUM: (0, 2),
     DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+    # SASL (helper sasl): Kafka 4.0's ranges
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
@@ -136,4 +146,5 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     ELECT_LEADERS: SUPPORTED[ELECT_LEADERS],
     ALTER_PARTITION_REASSIGNMENTS: SUPPORTED[ALTER_PARTITION_REASSIGNMENTS],
     LIST_PARTITION_REASSIGNMENTS: SUPPORTED[LIST_PARTITION_REASSIGNMENTS],
+    ALTER_USER_SCRAM_CREDENTIALS: SUPPORTED[ALTER_USER_SCRAM_CREDENTIALS],  # forwarded (sasl)
 }

@@ -19,6 +19,7 @@ from . import (
     offsets,
     produce,
     producer_ids,
+    sasl,
     topics,
     txn,
 )
@@ -67,6 +68,11 @@ HANDLERS: dict[int, Any] = {
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.ALTER_REPLICA_LOG_DIRS: admin.alter_replica_log_dirs,
+    # SASL (helper sasl): exchanges themselves run in samsa.security.sasl.authenticator
+    apis.SASL_HANDSHAKE: sasl.sasl_handshake,
+    apis.SASL_AUTHENTICATE: sasl.sasl_authenticate,
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.describe_user_scram_credentials,
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,
 }
 
 
@@ -91,6 +97,7 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ELECT_LEADERS: admin.elect_leaders,
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,  # forwarded (sasl)
 }
 
 

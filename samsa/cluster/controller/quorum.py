@@ -22,6 +22,7 @@ import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from samsa.config import BrokerConfig, ConfigError
 from samsa.protocol.errors import Err
@@ -282,6 +283,17 @@ class QuorumController:
                 return
             await self._propose([ConfigRecord(BROKER_RESOURCE, node, k, v)
                                  for k, v in changes.items()])
+
+    # ---- SASL/SCRAM credentials (KIP-554; helper sasl) ----------------------------------
+    async def alter_user_scram_credentials(
+            self, plan: Callable[[MetadataImage], tuple[Any, list[Any]]]) -> Any:
+        """`plan` checks the changes against the current image and returns (its answer, the
+        records to commit); run under the controller lock so two requests cannot interleave."""
+        async with self._lock:
+            answer, records = plan(self.image)
+            if records:
+                await self._propose(records)
+            return answer
 
     # ---- producer ids ----------------------------------------------------------------------
 

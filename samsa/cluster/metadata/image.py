@@ -32,9 +32,11 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 log = logging.getLogger("samsa.metadata")
@@ -99,6 +101,9 @@ class MetadataImage:
     node_configs: dict[int, dict[str, str]] = field(default_factory=dict)  # broker "<id>"
     features: dict[str, int] = field(default_factory=dict)
     next_producer_id: int = 0
+    # SASL/SCRAM credentials: (user, mechanism number) -> UserScramCredentialRecord (KIP-554)
+    scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=dict)
 
     # ------------------------------------------------------------------------------ applying
     def apply(self, record: Record, offset: int = -1) -> None:
@@ -138,6 +143,10 @@ class MetadataImage:
                 self.features[record.name] = record.feature_level
         elif isinstance(record, ProducerIdsRecord):
             self.next_producer_id = record.next_producer_id
+        elif isinstance(record, UserScramCredentialRecord):
+            self.scram_credentials[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self.scram_credentials.pop((record.name, record.mechanism), None)
         elif not isinstance(record, NoOpRecord):
             log.warning("not a metadata record: %r", record)
 
@@ -264,6 +273,7 @@ class MetadataImage:
             out += [ConfigRecord(BROKER_RESOURCE, str(node), k, v) for k, v in layer.items()]
         if self.next_producer_id:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))  # as Kafka's image
+        out += [c for _, c in sorted(self.scram_credentials.items())]
         return out
 
     def live_brokers(self) -> list[BrokerRegistration]:
