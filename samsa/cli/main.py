@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     log_dirs.add_parser(sub)
     from . import connect
     connect.add_parser(sub)
+    from . import users
+    users.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 
