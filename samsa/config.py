@@ -180,7 +180,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     ConfigDef("listener.security.protocol.map", "string",
               "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
               "Security protocol of each listener name; while it is not set, controller listeners "
-              "not in it are PLAINTEXT (Samsa serves PLAINTEXT only)."),
+              "not in it are PLAINTEXT."),
     ConfigDef("controller.quorum.voters", "list", "",
               "Static voters of the controller quorum: id@host:port,... (empty with no "
               "controller.quorum.bootstrap.servers: a single self-formatting combined node)."),
@@ -372,6 +372,60 @@ for _c in [
 ]:
     BROKER_CONFIGS[_c.name] = _c
 
+# -- TLS listeners (samsa.security.ssl_context; helper tls). Each may also be given per listener
+# as listener.name.<listener>.<name>, which wins over the plain name (Kafka's listener prefix).
+# Key and trust stores change at run time (per broker, with the listener prefix, as Kafka); the
+# rest needs a restart in Samsa.
+for _c in [
+    ConfigDef("ssl.keystore.type", "string", "PEM",
+              "Key store format: PEM only in Samsa (Kafka's default is JKS).", mode="per-broker"),
+    ConfigDef("ssl.keystore.location", "string", None,
+              "PEM file holding the private key and the certificate chain.", mode="per-broker"),
+    ConfigDef("ssl.keystore.password", "password", None,
+              "Not used with PEM key stores (Kafka refuses it with PEM).", mode="per-broker"),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None,
+              "Certificate chain as inline PEM text (instead of ssl.keystore.location).",
+              mode="per-broker"),
+    ConfigDef("ssl.keystore.key", "password", None,
+              "Private key as inline PEM text (with ssl.keystore.certificate.chain).",
+              mode="per-broker"),
+    ConfigDef("ssl.key.password", "password", None, "Password of an encrypted private key.",
+              mode="per-broker"),
+    ConfigDef("ssl.truststore.type", "string", "PEM", "Trust store format: PEM only in Samsa.",
+              mode="per-broker"),
+    ConfigDef("ssl.truststore.location", "string", None,
+              "PEM file of CA certificates client certificates are checked against.",
+              mode="per-broker"),
+    ConfigDef("ssl.truststore.password", "password", None, "Not used with PEM trust stores.",
+              mode="per-broker"),
+    ConfigDef("ssl.truststore.certificates", "password", None,
+              "CA certificates as inline PEM text.", mode="per-broker"),
+    ConfigDef("ssl.client.auth", "string", "none",
+              "Client certificates: none, requested (verified if sent) or required.",
+              valid=("none", "requested", "required")),
+    ConfigDef("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "Kafka's SSLContext protocol (informational)."),
+    ConfigDef("ssl.cipher.suites", "list", "",
+              "TLS 1.2 cipher suites (IANA or OpenSSL names); empty: OpenSSL's defaults."),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT",
+              "Rules mapping a client certificate's DN to a principal name "
+              "(RULE:pattern/replacement/[LU], DEFAULT)."),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.[a-z0-9_]+\.(.+)$")
+
+
+def config_def(name: str) -> ConfigDef | None:
+    """The definition of a broker setting; listener.name.<l>.<setting> resolves to <setting>'s."""
+    d = BROKER_CONFIGS.get(name)
+    if d is None:
+        m = _LISTENER_PREFIXED.match(name)
+        if m is not None and m.group(1).startswith("ssl."):
+            d = BROKER_CONFIGS.get(m.group(1))
+    return d
+
+
 # Broker settings given in several units (Kafka's brokerConfigSynonyms), highest precedence first;
 # a topic config's default comes from the first one set.
 _UNITS: dict[str, tuple[tuple[str, int], ...]] = {
@@ -400,7 +454,7 @@ STATIC_DEFAULTS: dict[str, str] = {k: d.default for k, d in BROKER_CONFIGS.items
 
 def is_read_only(name: str) -> bool:
     """True for a broker setting that only a restart changes (and unknown names)."""
-    d = BROKER_CONFIGS.get(name)
+    d = config_def(name)
     return d is None or d.mode == "read-only"
 
 
@@ -516,7 +570,7 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None) -> None:
         self.values: dict[str, str] = {}
         for k, v in (values or {}).items():
-            d = BROKER_CONFIGS.get(k)
+            d = config_def(k)
             if d is not None:
                 parse_value(d, v)
             self.values[k] = v
@@ -574,7 +628,7 @@ def validate_topic_configs(configs: dict[str, str | None]) -> None:
 def validate_broker_configs(configs: dict[str, str | None]) -> None:
     """Values for broker settings (static or dynamic), with the broker's own ranges."""
     for k, v in configs.items():
-        d = BROKER_CONFIGS.get(k)
+        d = config_def(k)
         if d is None:
             raise ConfigError(f"Unknown broker config name: {k}")
         if v is not None:

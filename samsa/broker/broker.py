@@ -94,6 +94,12 @@ class Broker:
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
         self._forget: set[str] = set()  # deleted topics whose group offsets are to go
+        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
+        from samsa.broker.listeners import TLS_PROTOCOLS
+        from samsa.security.ssl_context import ListenerTls
+
+        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
+                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -115,8 +121,19 @@ class Broker:
 
     async def _listen(self, listener: Any, spec: ListenerSpec) -> int:
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: KafkaConnection(self, spec, listener.name), listener.host,
-                                          listener.port, reuse_address=True, backlog=1024)
+        tls = self.tls.get(listener.name)
+        if tls is not None:
+            tls.reload()  # dynamic ssl.* settings from the metadata log, if any
+
+        def connection() -> KafkaConnection:
+            conn = KafkaConnection(self, spec, listener.name)
+            conn.security_protocol = listener.security_protocol
+            conn.tls = tls
+            return conn
+
+        server = await loop.create_server(connection, listener.host, listener.port,
+                                          ssl=tls.front if tls is not None else None,
+                                          reuse_address=True, backlog=1024)
         self.servers.append(server)
         return int(server.sockets[0].getsockname()[1])
 
@@ -127,6 +144,7 @@ class Broker:
         for ln in self.controller_listeners:
             await self._listen(ln, CONTROLLER_SPEC)
         self.node.subscribe(self._on_metadata)
+        self.node.subscribe(self._on_tls_metadata)
         await self.node.start()
         if not self.is_broker:
             log.info("Samsa controller %d started (cluster %s)", self.node_id, cluster_id)
@@ -228,6 +246,63 @@ class Broker:
             if name in self.node.image.topics:
                 self.logs.update_config(name, self.controller.log_config(name))
                 self.replicas.config_changed(name)
+
+    def check_tls_changes(self, changes: dict[str, str | None], resource: str) -> None:
+        """Kafka's checks of a dynamic change to TLS settings: only per broker, only with the
+        listener prefix, only key and trust stores; and every TLS listener must still build a
+        context (Kafka validates a new key store before accepting it)."""
+        from samsa.config import ConfigError, is_read_only
+        from samsa.security.ssl_context import TlsSettings, build_server_context
+
+        def refuse(why: str, names: list[str]) -> None:
+            raise ControllerError(Err.INVALID_REQUEST, f"{why}: Set({', '.join(sorted(names))})")
+
+        plain = [k for k in changes if k.startswith("ssl.")]
+        prefixed = [k for k in changes if k.startswith("listener.name.") and ".ssl." in k]
+        if plain:
+            refuse("These security configs can be dynamically updated only per-listener using "
+                   "the listener prefix", plain)
+        fixed = [k for k in prefixed if is_read_only(k)]
+        if fixed:
+            refuse("Cannot update these configs dynamically", fixed)
+        if prefixed and resource == "":
+            refuse("Cannot update these configs at default cluster level, broker id must be "
+                   "specified", prefixed)
+        if not self.tls or not prefixed:
+            return
+
+        def lookup(name: str) -> str | None:
+            if name in changes:
+                v = changes[name]
+                return v if v is not None else self.config.get(name)
+            return self._broker_setting(name)
+
+        for name in self.tls:
+            try:
+                build_server_context(TlsSettings.read(lookup, name), name)
+            except ConfigError as e:
+                raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
+                                      f"of SSLFactory failed: {e}") from None
+
+    def _on_tls_metadata(self, records: list[Any], full: bool) -> None:
+        """Dynamic listener config: a per-broker or cluster-wide ssl.* change (even to the same
+        path, after the file was renewed) reloads the TLS listeners it applies to."""
+        if not self.tls:
+            return
+        from samsa.cluster.metadata import records as rec
+
+        touched = [r.name for r in records if isinstance(r, rec.ConfigRecord)
+                   and r.resource_type != rec.TOPIC_RESOURCE
+                   and r.resource_name in ("", str(self.node_id)) and "ssl." in r.name]
+        if not touched and not full:
+            return
+        for name, tls in self.tls.items():
+            prefix = f"listener.name.{name.lower()}."
+            force = any(n.startswith("ssl.") or n.startswith(prefix) for n in touched)
+            try:
+                tls.reload(force=force)
+            except Exception as e:
+                log.error("listener %s keeps its TLS certificate: reload failed: %s", name, e)
 
     def _reconcile_soon(self) -> None:
         self._reconcile_wanted = True

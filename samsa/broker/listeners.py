@@ -16,7 +16,8 @@ from samsa.config import BROKER_CONFIGS, BrokerConfig, ConfigError
 
 # NAME://host:port, host possibly empty (all interfaces) or a bracketed IPv6 address
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Za-z%.:]*\]|[0-9A-Za-z\-%._]*):(-?[0-9]+)$")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")  # SASL_PLAINTEXT: helper sasl
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,15 @@ def listeners_for(config: BrokerConfig) -> tuple[list[Listener], list[Listener]]
                               f"of the ones defined in listeners. Found "
                               f"{','.join(sorted(adv_names))} The valid options based on the "
                               f"current configuration are {', '.join(sorted(bind_names))}")
+    if quorum_configured(config):
+        # nodes reach each other over PLAINTEXT only so far (docs/compatibility.md)
+        by_name = {x.name: x.security_protocol for x in bind}
+        ib_name = (config.get("inter.broker.listener.name") or "").upper()
+        for n in [*cnames, ib_name]:
+            if by_name.get(n, pmap.get(n, "PLAINTEXT")) != "PLAINTEXT":
+                raise ConfigError(f"Listener {n} carries controller or inter-broker traffic: "
+                                  f"Samsa nodes talk to each other over PLAINTEXT only "
+                                  f"(docs/compatibility.md)")
     for x in adv:
         if x.host == "0.0.0.0":
             raise ConfigError("advertised.listeners cannot use the nonroutable meta-address "

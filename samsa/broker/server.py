@@ -161,6 +161,7 @@ class KafkaConnection(asyncio.Protocol):
         self.security_protocol = "PLAINTEXT"
         self.sasl: SaslSession | None = None  # on a SASL listener: its authentication state
         self.min_request = 8  # 0 while SASL raw tokens (SaslHandshake v0) are read
+        self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
         # Fetch handlers in flight (their coroutines): stopped when the connection goes
@@ -177,13 +178,14 @@ class KafkaConnection(asyncio.Protocol):
             self.closed = True
             transport.close()
             return
+        if self.tls is not None and self.security_protocol == "SSL" and not self._tls_principal():
+            return
         self.broker.connections.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         sasl_listener = getattr(self.broker, "sasl_listeners", {}).get(self.listener_name)
         if sasl_listener is not None:
             from samsa.security.sasl.authenticator import SaslSession
 
-            self.security_protocol = sasl_listener.protocol
             self.sasl = SaslSession(self, sasl_listener)
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
@@ -191,6 +193,20 @@ class KafkaConnection(asyncio.Protocol):
                 self.sock_fd = sock.fileno()
             except (OSError, RuntimeError):
                 self.sock_fd = -1
+
+    def _tls_principal(self) -> bool:
+        """SSL listeners: the principal of the client certificate (ssl.principal.mapping.rules);
+        a certificate no rule maps fails the connection, as in Kafka."""
+        assert self.transport is not None
+        try:
+            self.principal = self.tls.principal(self.transport.get_extra_info("ssl_object"))
+        except ValueError as e:
+            log.info("closing connection from %s: %s", self.peer_ip or "?", e)
+            self.limits.leave(self)
+            self.closed = True
+            self.transport.close()
+            return False
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         was_admitted = self in self.broker.connections

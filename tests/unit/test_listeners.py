@@ -122,13 +122,25 @@ def test_advertised_listeners_and_inter_broker_listener() -> None:
     ({"process.roles": "controller", "controller.quorum.voters": VOTERS,
       "listeners": "CONTROLLER://127.0.0.1:9093", "advertised.listeners": "CONTROLLER://x:1"},
      "The advertised.listeners config must be empty when process.roles=controller"),
-    ({"listeners": "SSL://127.0.0.1:9094", "inter.broker.listener.name": "SSL"},
-     "uses security protocol SSL: Samsa serves only PLAINTEXT"),
+    # TLS between nodes is not there yet: refused rather than silently plaintext
+    ({"process.roles": "controller", "controller.quorum.voters": VOTERS,
+      "listeners": "CONTROLLER://127.0.0.1:9093",
+      "listener.security.protocol.map": "CONTROLLER:SSL"},
+     "Samsa nodes talk to each other over PLAINTEXT only"),
 ])
 def test_startup_checks(kv: dict[str, str], why: str) -> None:
     with pytest.raises(ConfigError) as e:
         listeners_for(BrokerConfig(kv))
     assert why in str(e.value)
+
+
+def test_ssl_listener_beside_plaintext() -> None:
+    bind, adv = listeners_for(BrokerConfig({
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9094,"
+                     "SASL_SSL://127.0.0.1:9095,SASL_PLAINTEXT://127.0.0.1:9096"}))
+    assert [(x.name, x.security_protocol) for x in bind] == [
+        ("PLAINTEXT", "PLAINTEXT"), ("SSL", "SSL"), ("SASL_SSL", "SASL_SSL"),
+        ("SASL_PLAINTEXT", "SASL_PLAINTEXT")]
 
 
 def test_controller_only_node() -> None:

@@ -158,6 +158,9 @@ async def _apply(broker: Broker, res: Any, changes: dict[str, str | None],
             if fixed:
                 raise ControllerError(Err.INVALID_REQUEST, "Cannot update these configs "
                                       f"dynamically: Set({', '.join(fixed)})")
+            check_tls = getattr(broker, "check_tls_changes", None)  # new key stores must load
+            if check_tls is not None and res.resource_name in ("", str(broker.node_id)):
+                check_tls(changes, res.resource_name)
             try:
                 await broker.controller.alter_broker_configs(changes, validate_only,
                                                              res.resource_name)
