@@ -7,8 +7,19 @@ import base64
 import hashlib
 import hmac
 import json
+import shutil
+import subprocess
+import time
+import uuid
 from typing import Any
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
@@ -59,3 +70,40 @@ def scram_client_final(mech: str, password: str, gs2: str, client_first_bare: st
 def plain_jaas(users: dict[str, str]) -> str:
     opts = " ".join(f'user_{u}="{p}"' for u, p in users.items())
     return f"{PLAIN_MODULE} required {opts};"
+
+
+def create_scram(admin_bs: str, user: str, password: str, mech: str = "SCRAM-SHA-256",
+                 iterations: int = 4096) -> None:
+    a = AdminClient({"bootstrap.servers": admin_bs})
+    m = ScramMechanism.SCRAM_SHA_256 if mech == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
+    futs = a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(m, iterations), password.encode())])
+    for f in futs.values():
+        f.result(timeout=20)
+
+
+def roundtrip_confluent(bs: str, conf: dict[str, Any], topic: str, n: int = 5) -> list[bytes]:
+    p = Producer({"bootstrap.servers": bs, **conf})
+    for i in range(n):
+        p.produce(topic, f"m{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", **conf})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.close()
+    return got
+
+
+def kcat(bs: str, props: dict[str, str], *args: str, stdin: str | None = None) \
+        -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("kcat") or shutil.which("kafkacat")
+    assert exe, "kcat is not installed"
+    x = [a for k, v in props.items() for a in ("-X", f"{k}={v}")]
+    return subprocess.run([exe, "-b", bs, *x, *args], input=stdin, capture_output=True,
+                          text=True, timeout=60)

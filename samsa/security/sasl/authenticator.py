@@ -93,8 +93,8 @@ class SaslSession:
                     self.state = _HANDSHAKE
                     self.conn.max_request = min(self.full_max, self.listener.max_receive)
                     return self._kafka_request(frame)
-                if key == SASL_AUTHENTICATE:
-                    return self._after_auth(frame)
+                # a SaslAuthenticate out of an exchange: the broker's handler answers
+                # ILLEGAL_SASL_STATE and keeps the connection, as Kafka's KafkaApis
             if self.expires_at is not None and time.monotonic() >= self.expires_at:
                 log.info("closing connection of %s: SASL session expired without "
                          "re-authentication", self.conn.principal)
@@ -188,7 +188,7 @@ class SaslSession:
             return
         self._answer(SASL_AUTHENTICATE, version, corr,
                      {"error_code": 0, "error_message": None, "auth_bytes": out,
-                      "session_lifetime_ms": lifetime})
+                      "session_lifetime": lifetime})
 
     def _raw_token(self, frame: bytes) -> None:
         try:
@@ -236,19 +236,6 @@ class SaslSession:
             lifetime = lifetime if self.supports_reauth else 0
         self.reauthenticating = False
         return lifetime
-
-    def _after_auth(self, frame: bytes) -> bool:
-        """SaslAuthenticate on an authenticated connection (not re-authenticating): Kafka answers
-        ILLEGAL_SASL_STATE and keeps the connection."""
-        if len(frame) < 8:
-            return False
-        key, version, corr = struct.unpack_from(">hhi", frame, 0)
-        if not AUTHENTICATE_VERSIONS[0] <= version <= AUTHENTICATE_VERSIONS[1]:
-            return False
-        self._answer(key, version, corr, {
-            "error_code": ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful authentication"})
-        return True
 
     # ---- answers and failures ---------------------------------------------------------------
     _reauth_error = ""

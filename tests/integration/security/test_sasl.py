@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import struct
 import subprocess
 import time
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -29,7 +28,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from samsa.testing import SamsaBroker, free_port
-from tests.sasl_util import plain_jaas, scram_client_final, unsecured_jwt
+from tests.sasl_util import (
+    create_scram,
+    kcat,
+    plain_jaas,
+    roundtrip_confluent,
+    scram_client_final,
+    unsecured_jwt,
+)
 from tests.wire import Wire
 
 HANDSHAKE, AUTHENTICATE, METADATA, API_VERSIONS = 17, 36, 3, 18
@@ -91,45 +97,13 @@ def scram_login(w: Wire, mech: str, user: str, password: str) -> Any:
     return authenticate(w, final.encode())
 
 
+def lifetime_ms(r: Any) -> int:
+    """SaslAuthenticate's session_lifetime_ms (kio reads it as a timedelta)."""
+    return round(r.session_lifetime.total_seconds() * 1000)
+
+
 def metadata_ok(w: Wire) -> bool:
     return bool(w.request(METADATA, 12, {"topics": None}).brokers)
-
-
-def create_scram(admin_bs: str, user: str, password: str, mech: str = "SCRAM-SHA-256",
-                 iterations: int = 4096) -> None:
-    a = AdminClient({"bootstrap.servers": admin_bs})
-    m = ScramMechanism.SCRAM_SHA_256 if mech == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
-    futs = a.alter_user_scram_credentials([UserScramCredentialUpsertion(
-        user, ScramCredentialInfo(m, iterations), password.encode())])
-    for f in futs.values():
-        f.result(timeout=20)
-
-
-def roundtrip_confluent(bs: str, conf: dict[str, Any], topic: str, n: int = 5) -> list[bytes]:
-    p = Producer({"bootstrap.servers": bs, **conf})
-    for i in range(n):
-        p.produce(topic, f"m{i}".encode())
-    assert p.flush(30) == 0
-    c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                  "auto.offset.reset": "earliest", **conf})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while len(got) < n and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
-    c.close()
-    return got
-
-
-def kcat(bs: str, props: dict[str, str], *args: str, stdin: str | None = None) \
-        -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("kcat") or shutil.which("kafkacat")
-    assert exe, "kcat is not installed"
-    x = [a for k, v in props.items() for a in ("-X", f"{k}={v}")]
-    return subprocess.run([exe, "-b", bs, *x, *args], input=stdin, capture_output=True,
-                          text=True, timeout=60)
 
 
 def topic() -> str:
@@ -316,8 +290,9 @@ def test_garbage_tokens_fuzz(broker: tuple[SamsaBroker, Ports], mech: str, token
                 assert r.error_code == 58
                 assert w.is_closed()
             else:  # a challenge (SCRAM server-first, OAUTHBEARER error JSON): not authenticated
-                assert r.session_lifetime_ms == 0
+                assert lifetime_ms(r) == 0
                 w.send_raw(w.encode(METADATA, 12, {"topics": None}))
+                w.recv_frame()  # ILLEGAL_SASL_STATE in a Metadata response
                 assert w.is_closed()
     finally:
         w.close()
@@ -474,18 +449,18 @@ def test_session_lifetime_and_expiry(broker: tuple[SamsaBroker, Ports]) -> None:
     _, ports = broker
     w = Wire(reauth_bs(ports))
     r = plain_login(w, "alice", USERS["alice"])
-    assert r.error_code == 0 and r.session_lifetime_ms == REAUTH_MS
+    assert r.error_code == 0 and lifetime_ms(r) == REAUTH_MS
     assert metadata_ok(w)
     # re-authenticate as the same principal: served again with a new lifetime
     r = plain_login(w, "alice", USERS["alice"])
-    assert r.error_code == 0 and r.session_lifetime_ms == REAUTH_MS
+    assert r.error_code == 0 and lifetime_ms(r) == REAUTH_MS
     assert metadata_ok(w)
     time.sleep(REAUTH_MS / 1000 + 0.5)
     w.send_raw(w.encode(METADATA, 12, {"topics": None}))
     assert w.is_closed()  # expired without re-authentication
     # no lifetime on a listener without connections.max.reauth.ms, nor for SaslAuthenticate v0
     w = Wire(sasl_bs(ports))
-    assert plain_login(w, "alice", USERS["alice"]).session_lifetime_ms == 0
+    assert lifetime_ms(plain_login(w, "alice", USERS["alice"])) == 0
     w = Wire(reauth_bs(ports))
     assert plain_login(w, "alice", USERS["alice"], version=0).error_code == 0
 
@@ -496,7 +471,7 @@ def test_oauthbearer_lifetime_is_bounded_by_token_expiry(broker: tuple[SamsaBrok
     handshake(w, "OAUTHBEARER")
     token = unsecured_jwt({"sub": "alice", "exp": int(time.time()) + 100})
     r = authenticate(w, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
-    assert r.error_code == 0 and 0 < r.session_lifetime_ms <= 100_000
+    assert r.error_code == 0 and 0 < lifetime_ms(r) <= 100_000
 
 
 def test_reauthentication_with_another_principal_is_refused(
@@ -514,7 +489,8 @@ def test_reauthentication_with_another_principal_is_refused(
 def test_confluent_kafka_reauthenticates(broker: tuple[SamsaBroker, Ports]) -> None:
     """librdkafka re-authenticates before session_lifetime_ms runs out (KIP-368): a producer
     working across several lifetimes keeps its connection alive and delivers everything."""
-    _, ports = broker
+    b, ports = broker
+    expired_before = b.log_text().count("SASL session expired")
     errors: list[Any] = []
     p = Producer({"bootstrap.servers": reauth_bs(ports), "security.protocol": "SASL_PLAINTEXT",
                   "sasl.mechanism": "PLAIN", "sasl.username": "alice",
@@ -524,5 +500,43 @@ def test_confluent_kafka_reauthenticates(broker: tuple[SamsaBroker, Ports]) -> N
         p.produce(t, f"r{i}".encode())
         assert p.flush(30) == 0
         time.sleep(REAUTH_MS / 1000)
-    assert not [e for e in errors if "Disconnected" in e.str() or e.code() < 0
-                and "ALL_BROKERS_DOWN" in e.name()]
+    assert not [e for e in errors if "Disconnected" in e.str()], errors
+    assert b.log_text().count("SASL session expired") == expired_before
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+def samsa_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "samsa.cli.main", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_users_scram(broker: tuple[SamsaBroker, Ports], tmp_path: Any) -> None:
+    """`samsa users scram set|describe|delete`, here over the SASL listener itself with a Java
+    client's properties file (sasl.jaas.config), as Kafka's tools take --command-config."""
+    _, ports = broker
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+                     'required username="admin" password="admin-secret";\n')
+    common = ["--bootstrap-server", sasl_bs(ports), "--command-config", str(props)]
+    r = samsa_cli("users", "scram", "set", "--user", "frank", "--mechanism", "SCRAM-SHA-512",
+                  "--iterations", "5000", "--password-stdin", *common, stdin="frank-pw\n")
+    assert r.returncode == 0 and "Completed updating config for user frank." in r.stdout, r.stderr
+    r = samsa_cli("users", "scram", "describe", "--user", "frank", *common)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[1].split() == ["frank", "SCRAM-SHA-512", "5000"]
+    w = Wire(sasl_bs(ports))
+    assert scram_login(w, "SCRAM-SHA-512", "frank", "frank-pw").error_code == 0
+    w.close()
+    r = samsa_cli("users", "scram", "delete", "--user", "frank", "--mechanism", "SCRAM-SHA-512",
+                  *common)
+    assert r.returncode == 0, r.stderr
+    r = samsa_cli("users", "scram", "describe", "--user", "frank", *common)
+    assert r.returncode == 1 and "does not exist" in r.stderr
+    bad = tmp_path / "bad.properties"
+    bad.write_text(props.read_text().replace("admin-secret", "wrong"))
+    r = samsa_cli("users", "scram", "describe", "--bootstrap-server", sasl_bs(ports),
+                  "--command-config", str(bad))
+    assert r.returncode != 0 and "Invalid username or password" in r.stderr
