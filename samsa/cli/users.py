@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from ._common import (
+    REQUEST_TIMEOUT_S,
+    CliError,
     UsageError,
     add_bootstrap,
     admin_result,
@@ -57,18 +60,48 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     x.set_defaults(func=guarded(f"{PROG} delete", _delete))
 
 
-def _admin(args: argparse.Namespace) -> Any:
+def _admin(args: argparse.Namespace) -> _Admin:
     from confluent_kafka.admin import AdminClient
 
     from samsa.config import read_properties
 
     conf = base_config(args.bootstrap_server)
+    auth_errors: list[Any] = []
+
+    def on_error(err: Any) -> None:  # a failed SASL login fails the command at once
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._AUTHENTICATION:
+            auth_errors.append(err)
+    conf["error_cb"] = on_error
     if args.command_config:
         try:
             conf.update(librdkafka_properties(read_properties(args.command_config)))
         except (OSError, ValueError) as e:
             raise UsageError(f"cannot read --command-config: {e}") from None
-    return AdminClient(conf)
+    return _Admin(AdminClient(conf), auth_errors)
+
+
+class _Admin:
+    """An AdminClient and the authentication errors its error_cb saw."""
+
+    def __init__(self, client: Any, auth_errors: list[Any]) -> None:
+        self.client = client
+        self.auth_errors = auth_errors
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def _wait(admin: _Admin, fut: Any) -> Any:
+    """The future's result; CliError as soon as the client reports a failed authentication
+    (librdkafka would otherwise retry until the request times out)."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S + 5
+    while not fut.done() and time.monotonic() < deadline:
+        admin.poll(0.1)
+        if admin.auth_errors:
+            raise CliError(admin.auth_errors[0].str())
+    return admin_result(fut)
 
 
 def librdkafka_properties(props: dict[str, str]) -> dict[str, str]:
@@ -104,7 +137,7 @@ def _set(args: argparse.Namespace) -> int:
                                                                      args.iterations),
                                       password.encode())
     for user, fut in admin.alter_user_scram_credentials([up]).items():
-        admin_result(fut)
+        _wait(admin, fut)
         print(f"Completed updating config for user {user}.")
     return 0
 
@@ -115,7 +148,7 @@ def _delete(args: argparse.Namespace) -> int:
     admin = _admin(args)
     d = UserScramCredentialDeletion(args.user, _mech(args.mechanism))
     for user, fut in admin.alter_user_scram_credentials([d]).items():
-        admin_result(fut)
+        _wait(admin, fut)
         print(f"Completed updating config for user {user}.")
     return 0
 
@@ -129,11 +162,11 @@ def _describe(args: argparse.Namespace) -> int:
         results = {}
         for user, fut in admin.describe_user_scram_credentials(args.user).items():
             try:
-                results[user] = admin_result(fut)
+                results[user] = _wait(admin, fut)
             except KafkaException as e:
                 print(f"{PROG} describe: {user}: {describe_error(e)}", file=sys.stderr)
     else:
-        results = admin_result(admin.describe_user_scram_credentials())
+        results = _wait(admin, admin.describe_user_scram_credentials())
     for user, desc in sorted(results.items()):
         for info in desc.scram_credential_infos:
             name = "SCRAM-SHA-256" if info.mechanism == _mech("SCRAM-SHA-256") else "SCRAM-SHA-512"

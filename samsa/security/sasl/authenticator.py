@@ -153,13 +153,15 @@ class SaslSession:
                          {"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": tuple(enabled)})
             self._fail(f"Unsupported SASL mechanism {mech}")
             return
-        if self.reauthenticating and mech != self.mechanism:
-            self._answer(SASL_HANDSHAKE, version, corr,
-                         {"error_code": ILLEGAL_SASL_STATE, "mechanisms": tuple(enabled)})
-            self._fail(f"SASL mechanism '{mech}' requested by client is not supported for "
-                       f"re-authentication of mechanism '{self.mechanism}'")
-            return
         self._answer(SASL_HANDSHAKE, version, corr, {"error_code": 0, "mechanisms": tuple(enabled)})
+        if self.reauthenticating and mech != self.mechanism:
+            # as Kafka: the handshake succeeds, the SaslAuthenticate that follows fails
+            self._reauth_error = (f"SASL mechanism '{mech}' requested by client is not "
+                                  f"supported for re-authentication of mechanism "
+                                  f"'{self.mechanism}'")
+            self.state = _AUTHENTICATE
+            self.server = None
+            return
         self.mechanism = mech
         self.server = self.listener.factories[mech]()
         self.raw = version == 0
@@ -170,6 +172,9 @@ class SaslSession:
     def _authenticate(self, version: int, corr: int, body: Any) -> None:
         if version > 0:
             self.supports_reauth = True
+        if self.server is None:  # re-authentication with another mechanism
+            self._auth_failed(version, corr, self._reauth_error)
+            return
         try:
             out = self._evaluate(bytes(body.auth_bytes or b""))
         except AuthenticationFailed as e:
@@ -213,8 +218,10 @@ class SaslSession:
         assert self.server is not None
         principal = KafkaPrincipal(USER_TYPE, self.server.authorization_id)
         if self.reauthenticating and principal != self.conn.principal:
+            old = self.conn.principal
             self._reauth_error = (f"Cannot change principals during re-authentication from "
-                                  f"{self.conn.principal}: {principal}")
+                                  f"{old.principal_type}.{old.name}: "
+                                  f"{principal.principal_type}.{principal.name}")
             self.state = _FAILED
             return 0
         self.conn.principal = principal

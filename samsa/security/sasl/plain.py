@@ -33,9 +33,9 @@ class PlainServer:
                                      f"{len(parts)}")
         authzid, user, password = parts
         if not user:
-            raise AuthenticationFailed("Authentication failed: username not specified")
+            raise InvalidCredentials("Authentication failed: username not specified")
         if not password:
-            raise AuthenticationFailed("Authentication failed: password not specified")
+            raise InvalidCredentials("Authentication failed: password not specified")
         expected = self.users.get(user)
         # compare against something even for an unknown user: no timing hint of who exists
         ok = hmac.compare_digest((expected or "\0").encode(), password.encode())

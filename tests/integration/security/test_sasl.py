@@ -482,7 +482,17 @@ def test_reauthentication_with_another_principal_is_refused(
     r = plain_login(w, "bob", USERS["bob"])
     assert r.error_code == 58
     assert r.error_message == ("Cannot change principals during re-authentication from "
-                               "User:alice: User:bob")
+                               "User.alice: User.bob")
+    assert w.is_closed()
+    # nor with another mechanism: the handshake passes, the exchange fails
+    w = Wire(reauth_bs(ports))
+    assert plain_login(w, "alice", USERS["alice"]).error_code == 0
+    assert handshake(w, "OAUTHBEARER").error_code == 0
+    token = unsecured_jwt({"sub": "alice", "exp": int(time.time()) + 60})
+    r = authenticate(w, f"n,,\x01auth=Bearer {token}\x01\x01".encode())
+    assert r.error_code == 58
+    assert r.error_message == ("SASL mechanism 'OAUTHBEARER' requested by client is not "
+                               "supported for re-authentication of mechanism 'PLAIN'")
     assert w.is_closed()
 
 
