@@ -177,3 +177,44 @@ def test_scram_records_round_trip_and_image() -> None:
     assert img.scram_credentials == {}
     with pytest.raises(rec.MetadataRecordError):
         rec.decode(rec.encode(r)[:-3])
+
+
+def test_jwks_from_http_url_and_refreshed_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import http.server
+    import threading
+
+    from samsa.security.sasl.oauthbearer import Jwks
+
+    k1 = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    k2 = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    body = json.dumps(jwks_for(k1, "a")).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        jw = Jwks(f"http://127.0.0.1:{srv.server_address[1]}/jwks.json", 0)
+        assert set(jw.keys) == {"a"}
+    finally:
+        srv.shutdown()
+    path = tmp_path / "jwks.json"
+    path.write_text(json.dumps(jwks_for(k1, "a")))
+    jw = Jwks(path.as_uri(), 50)
+    path.write_text(json.dumps(jwks_for(k2, "b")))  # a rotated key set
+    deadline = time.monotonic() + 10
+    while "b" not in jw.keys and time.monotonic() < deadline:
+        time.sleep(0.05)
+    jw.close()
+    assert set(jw.keys) == {"b"}
+    with pytest.raises(ConfigError, match="Cannot read the JWKS"):
+        Jwks((tmp_path / "missing.json").as_uri(), 0)

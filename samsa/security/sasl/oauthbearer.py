@@ -104,6 +104,7 @@ class Jwks:
     def __init__(self, url: str, refresh_ms: int) -> None:
         self.url = url
         self.keys: dict[str | None, Any] = {}
+        self._stop = threading.Event()
         self._load()
         if refresh_ms > 0:
             t = threading.Thread(target=self._refresh_loop, args=(refresh_ms / 1000,),
@@ -139,9 +140,11 @@ class Jwks:
                 log.warning("skipping a JWKS key: %r", e)
         self.keys = keys
 
+    def close(self) -> None:
+        self._stop.set()
+
     def _refresh_loop(self, every_s: float) -> None:
-        while True:
-            time.sleep(every_s)
+        while not self._stop.wait(every_s):
             try:
                 self._load()
             except ConfigError as e:
