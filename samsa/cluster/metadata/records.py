@@ -184,7 +184,7 @@ class NoOpRecord:
 
 
 # -- SASL/SCRAM credentials (KIP-554), as Kafka's UserScramCredentialRecord (11) and
-# RemoveUserScramCredentialRecord (14); mechanism 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 --
+# RemoveUserScramCredentialRecord (22); mechanism 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 --
 @dataclass(frozen=True, slots=True)
 class UserScramCredentialRecord:
     API_KEY: ClassVar[int] = 11
@@ -198,7 +198,7 @@ class UserScramCredentialRecord:
 
 @dataclass(frozen=True, slots=True)
 class RemoveUserScramCredentialRecord:
-    API_KEY: ClassVar[int] = 14
+    API_KEY: ClassVar[int] = 22
     name: str
     mechanism: int
 
@@ -238,7 +238,7 @@ Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | Partitio
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0, 11: 0, 14: 0}
+                                15: 0, 17: 2, 20: 0, 11: 0, 22: 0}
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -730,7 +730,7 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     17: _r_brc,
     20: _r_plain(lambda r: NoOpRecord()),
     11: _r_plain(_r_scram),
-    14: _r_plain(lambda r: RemoveUserScramCredentialRecord(r.string(), r.i8())),
+    22: _r_plain(lambda r: RemoveUserScramCredentialRecord(r.string(), r.i8())),
 }
 
 
