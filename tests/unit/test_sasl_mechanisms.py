@@ -218,3 +218,23 @@ def test_jwks_from_http_url_and_refreshed_file(tmp_path) -> None:  # type: ignor
     assert set(jw.keys) == {"b"}
     with pytest.raises(ConfigError, match="Cannot read the JWKS"):
         Jwks((tmp_path / "missing.json").as_uri(), 0)
+
+
+def test_scram_final_nonce_may_repeat_the_client_part_but_must_end_with_the_servers() -> None:
+    """librdkafka 2.0 (kcat's Debian package) sends client nonce + server nonce in its final
+    message; Kafka accepts a nonce that ends with the server's, and so does Samsa."""
+    cred = make_credential("SCRAM-SHA-256", "pw")
+    for prefix, ok in [("cn", True), ("", True), ("zz", True)]:
+        s = ScramServer("SCRAM-SHA-256", lambda u, m: cred)
+        first = s.evaluate(b"n,,n=u,r=cn").decode()
+        nonce = dict(a.split("=", 1) for a in first.split(","))["r"]
+        final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn",
+                                   first.replace(f"r={nonce}", f"r={prefix}{nonce}"))
+        assert s.evaluate(final.encode()).startswith(b"v=") and s.complete == ok
+    s = ScramServer("SCRAM-SHA-256", lambda u, m: cred)
+    first = s.evaluate(b"n,,n=u,r=cn").decode()
+    nonce = dict(a.split("=", 1) for a in first.split(","))["r"]
+    final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn",
+                               first.replace(f"r={nonce}", f"r={nonce}x"))
+    with pytest.raises(InvalidCredentials, match="nonce"):
+        s.evaluate(final.encode())

@@ -85,6 +85,14 @@ class SaslSession:
     def intercept(self, frame: bytes) -> bool:
         """True if the frame was handled here (answered, or the connection closed); False for a
         request the broker serves normally."""
+        try:
+            return self._intercept(frame)
+        except Exception:  # a bug must cost this connection only
+            log.exception("SASL: closing connection after an internal error")
+            self._close()
+            return True
+
+    def _intercept(self, frame: bytes) -> bool:
         if self.state == _COMPLETE:
             if len(frame) >= 4:
                 key = struct.unpack_from(">h", frame, 0)[0]
@@ -252,7 +260,8 @@ class SaslSession:
 
     def _auth_failed(self, version: int, corr: int, message: str) -> None:
         self._answer(SASL_AUTHENTICATE, version, corr,
-                     {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": message})
+                     {"error_code": SASL_AUTHENTICATION_FAILED, "error_message": message,
+                      "auth_bytes": b"", "session_lifetime": 0})
         self._fail(message)
 
     def _error_answer(self, key: int, version: int, corr: int, message: str) -> None:

@@ -136,8 +136,12 @@ class ScramServer:
             proof = base64.b64decode(attrs[-1][1], validate=True)
         except ValueError:
             raise InvalidCredentials("Invalid base64 in SCRAM client final message") from None
-        if binding != self._gs2.encode() or attrs[1][1] != self._nonce:
-            raise InvalidCredentials("Invalid SCRAM client final message: binding or nonce")
+        # Kafka checks that the nonce ends with the server's (librdkafka 2.0 repeats the
+        # client's part in front): the same here
+        if binding != self._gs2.encode() or not attrs[1][1].endswith(self._nonce):
+            raise InvalidCredentials(f"Invalid SCRAM client final message: binding {binding!r} "
+                                     f"(expected {self._gs2!r}) or nonce {attrs[1][1]!r} "
+                                     f"(expected {self._nonce!r})")
         without_proof = text[: text.rindex(",p=")]
         auth_message = ",".join((self._client_first_bare, self._server_first,
                                  without_proof)).encode()

@@ -391,7 +391,7 @@ def test_oauthbearer_unsecured_clients(broker: tuple[SamsaBroker, Ports]) -> Non
     from aiokafka import AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
     from kafka import KafkaProducer
-    from kafka.sasl.oauth import AbstractTokenProvider as KpTokenProvider
+    from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
     _, ports = broker
     t = topic()

@@ -112,7 +112,7 @@ def test_kafka_python_and_aiokafka_over_sasl_ssl(broker: tuple[SamsaBroker, str,
     from aiokafka import AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
     from kafka import KafkaConsumer, KafkaProducer
-    from kafka.sasl.oauth import AbstractTokenProvider as KpTokenProvider
+    from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
     _, bs, tls = broker
     t = f"ssl-{uuid.uuid4().hex[:8]}"
