@@ -53,14 +53,14 @@ def jwks_for(key: rsa.RSAPrivateKey, kid: str) -> dict[str, Any]:
 
 
 def scram_client_final(mech: str, password: str, gs2: str, client_first_bare: str,
-                       server_first: str) -> str:
+                       server_first: str, nonce: str | None = None) -> str:
     h = _H[mech]
     attrs = dict(a.split("=", 1) for a in server_first.split(","))
     salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(attrs["s"]),
                                  int(attrs["i"]))
     client_key = hmac.digest(salted, b"Client Key", h)
     stored = hashlib.new(h, client_key).digest()
-    without_proof = f"c={base64.b64encode(gs2.encode()).decode()},r={attrs['r']}"
+    without_proof = f"c={base64.b64encode(gs2.encode()).decode()},r={nonce or attrs['r']}"
     auth = f"{client_first_bare},{server_first},{without_proof}".encode()
     sig = hmac.digest(stored, auth, h)
     proof = bytes(a ^ b for a, b in zip(client_key, sig, strict=True))

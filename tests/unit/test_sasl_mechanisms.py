@@ -224,17 +224,17 @@ def test_scram_final_nonce_may_repeat_the_client_part_but_must_end_with_the_serv
     """librdkafka 2.0 (kcat's Debian package) sends client nonce + server nonce in its final
     message; Kafka accepts a nonce that ends with the server's, and so does Samsa."""
     cred = make_credential("SCRAM-SHA-256", "pw")
-    for prefix, ok in [("cn", True), ("", True), ("zz", True)]:
+    for prefix in ["cn", "", "zz"]:
         s = ScramServer("SCRAM-SHA-256", lambda u, m: cred)
         first = s.evaluate(b"n,,n=u,r=cn").decode()
         nonce = dict(a.split("=", 1) for a in first.split(","))["r"]
-        final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn",
-                                   first.replace(f"r={nonce}", f"r={prefix}{nonce}"))
-        assert s.evaluate(final.encode()).startswith(b"v=") and s.complete == ok
+        final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn", first,
+                                   nonce=prefix + nonce)
+        assert s.evaluate(final.encode()).startswith(b"v=") and s.complete
     s = ScramServer("SCRAM-SHA-256", lambda u, m: cred)
     first = s.evaluate(b"n,,n=u,r=cn").decode()
     nonce = dict(a.split("=", 1) for a in first.split(","))["r"]
-    final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn",
-                               first.replace(f"r={nonce}", f"r={nonce}x"))
+    final = scram_client_final("SCRAM-SHA-256", "pw", "n,,", "n=u,r=cn", first,
+                               nonce=nonce + "x")
     with pytest.raises(InvalidCredentials, match="nonce"):
         s.evaluate(final.encode())
