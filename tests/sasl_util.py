@@ -107,3 +107,14 @@ def kcat(bs: str, props: dict[str, str], *args: str, stdin: str | None = None) \
     x = [a for k, v in props.items() for a in ("-X", f"{k}={v}")]
     return subprocess.run([exe, "-b", bs, *x, *args], input=stdin, capture_output=True,
                           text=True, timeout=60)
+
+
+def first_values(consumer: Any, n: int) -> list[bytes]:
+    """The first n values a kafka-python consumer yields (stops there, bounded by its
+    consumer_timeout_ms)."""
+    out: list[bytes] = []
+    for m in consumer:
+        out.append(m.value)
+        if len(out) == n:
+            break
+    return out

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from samsa.testing import SamsaBroker, free_port
 from tests.sasl_util import (
     create_scram,
+    first_values,
     kcat,
     plain_jaas,
     roundtrip_confluent,
@@ -155,7 +156,7 @@ def test_plain_kafka_python_and_aiokafka(broker: tuple[SamsaBroker, Ports]) -> N
                        sasl_mechanism="PLAIN", sasl_plain_username="bob",
                        sasl_plain_password=USERS["bob"], auto_offset_reset="earliest",
                        consumer_timeout_ms=10000)
-    assert [m.value for m in kc][:2] == [b"from-kafka-python", b"from-aiokafka"]
+    assert first_values(kc, 2) == [b"from-kafka-python", b"from-aiokafka"]
     kc.close()
 
 

@@ -19,7 +19,14 @@ import pytest
 
 from samsa.testing import SamsaBroker, free_port
 from samsa.testing.tls import TlsFiles
-from tests.sasl_util import create_scram, kcat, plain_jaas, roundtrip_confluent, unsecured_jwt
+from tests.sasl_util import (
+    create_scram,
+    first_values,
+    kcat,
+    plain_jaas,
+    roundtrip_confluent,
+    unsecured_jwt,
+)
 
 USERS = {"alice": "alice-secret", "API_KEY": "API_SECRET"}
 
@@ -149,7 +156,7 @@ def test_kafka_python_and_aiokafka_over_sasl_ssl(broker: tuple[SamsaBroker, str,
     asyncio.run(aio())
     kc = KafkaConsumer(t, bootstrap_servers=bs, auto_offset_reset="earliest",
                        consumer_timeout_ms=10000, **kp_kw)
-    assert [m.value for m in kc][:2] == [b"kp", b"aio"]
+    assert first_values(kc, 2) == [b"kp", b"aio"]
     kc.close()
 
 
