@@ -551,3 +551,49 @@ def test_cli_users_scram(broker: tuple[SamsaBroker, Ports], tmp_path: Any) -> No
     r = samsa_cli("users", "scram", "describe", "--bootstrap-server", sasl_bs(ports),
                   "--command-config", str(bad))
     assert r.returncode != 0 and "Invalid username or password" in r.stderr
+
+
+def test_oauthbearer_jwks_validation(tmp_path: Any) -> None:
+    """OAUTHBEARER with JWTs checked against a JWKS file (KIP-768 settings): confluent-kafka's
+    oauth_cb hands a signed token; a token signed by another key is refused."""
+    from confluent_kafka import KafkaError
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests.sasl_util import jwks_for, signed_jwt
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(jwks_for(key, "k1")))
+    plain, sasl = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        "sasl.oauthbearer.jwks.endpoint.url": jwks.as_uri(),
+        "sasl.oauthbearer.expected.audience": "kafka",
+        "num.partitions": "1"}
+
+    def conf(signer: Any, errors: list[Any]) -> dict[str, Any]:
+        def token(_cfg: str) -> tuple[str, float]:
+            exp = int(time.time()) + 300
+            return signed_jwt(signer, "k1", {"sub": "svc-orders", "aud": "kafka", "exp": exp,
+                                             "iat": int(time.time())}), float(exp)
+        return {"bootstrap.servers": f"127.0.0.1:{sasl}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "OAUTHBEARER", "oauth_cb": token, "error_cb": errors.append}
+
+    with SamsaBroker(port=plain, overrides=overrides):
+        errors: list[Any] = []
+        p = Producer(conf(key, errors))
+        p.produce("jwt-topic", b"signed")
+        assert p.flush(30) == 0 and not errors
+        bad_errors: list[Any] = []
+        bad = Producer(conf(other, bad_errors))
+        deadline = time.monotonic() + 20
+        while not bad_errors and time.monotonic() < deadline:
+            bad.poll(0.2)
+        assert bad_errors and bad_errors[0].code() == KafkaError._AUTHENTICATION
+        assert "invalid_token" in bad_errors[0].str()
