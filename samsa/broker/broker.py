@@ -84,6 +84,21 @@ class Broker:
             per_connection=config.get_int("queued.max.requests.per.connection"),
             max_connections=config.get_int("max.connections"),
             max_per_ip=config.get_int("max.connections.per.ip"))
+        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
+        from samsa.broker.listeners import TLS_PROTOCOLS
+        from samsa.security.ssl_context import ListenerTls
+
+        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
+                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
+        if any(ln.security_protocol.startswith("SASL_") for ln in self.bind_listeners):
+            import importlib.util
+
+            from samsa.config import ConfigError
+
+            if importlib.util.find_spec("samsa.security.sasl") is None:
+                # never serve a SASL listener without authenticating its clients
+                raise ConfigError("SASL_PLAINTEXT / SASL_SSL listeners need samsa.security.sasl, "
+                                  "which this build does not have")
         self.servers: list[asyncio.AbstractServer] = []
         self.host = self.bind_host
         self.port = self.bind_port
@@ -94,12 +109,6 @@ class Broker:
         self._topic_ids: dict[str, Any] = {}  # topic id of the local logs of each topic
         self._names_by_id: dict[Any, str] = {}  # topic names by id, to name removed topics
         self._forget: set[str] = set()  # deleted topics whose group offsets are to go
-        # TLS contexts of the SSL / SASL_SSL listeners, built now so a bad key store stops the start
-        from samsa.broker.listeners import TLS_PROTOCOLS
-        from samsa.security.ssl_context import ListenerTls
-
-        self.tls = {ln.name: ListenerTls(ln.name, ln.security_protocol, self._broker_setting)
-                    for ln in self.bind_listeners if ln.security_protocol in TLS_PROTOCOLS}
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
 
@@ -277,9 +286,9 @@ class Broker:
                 return v if v is not None else self.config.get(name)
             return self._broker_setting(name)
 
-        for name in self.tls:
+        for name, tls in self.tls.items():
             try:
-                build_server_context(TlsSettings.read(lookup, name), name)
+                build_server_context(TlsSettings.read(lookup, name, tls.protocol), name)
             except ConfigError as e:
                 raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
                                       f"of SSLFactory failed: {e}") from None

@@ -75,8 +75,14 @@ class TlsSettings:
     values: tuple[tuple[str, str | None], ...]
 
     @classmethod
-    def read(cls, lookup: Lookup, listener: str) -> TlsSettings:
-        return cls(tuple((k, listener_setting(lookup, listener, k)) for k in SSL_KEYS))
+    def read(cls, lookup: Lookup, listener: str, protocol: str = "SSL") -> TlsSettings:
+        """KIP-684: on a SASL_SSL listener only a listener-prefixed ssl.client.auth applies (the
+        client authenticates with SASL; a plain ssl.client.auth is meant for SSL listeners)."""
+        values = [(k, listener_setting(lookup, listener, k)) for k in SSL_KEYS]
+        if protocol == "SASL_SSL":
+            auth = lookup(listener_prefix(listener) + "ssl.client.auth")
+            values = [(k, auth if k == "ssl.client.auth" else v) for k, v in values]
+        return cls(tuple(values))
 
     def get(self, key: str) -> str | None:
         return dict(self.values)[key]
@@ -173,7 +179,7 @@ class ListenerTls:
         self.listener = listener
         self.protocol = protocol
         self.lookup = lookup
-        self.settings = TlsSettings.read(lookup, listener)
+        self.settings = TlsSettings.read(lookup, listener, protocol)
         self.current = build_server_context(self.settings, listener)
         self.mapper = _mapper(self.settings)
         # The context the socket is bound with: every new handshake is switched to `current`.
@@ -189,7 +195,7 @@ class ListenerTls:
     def reload(self, force: bool = False) -> bool:
         """Rebuild the context if the settings changed (or `force`: the same paths, renewed
         files). On failure the listener keeps its current certificate and the error is raised."""
-        settings = TlsSettings.read(self.lookup, self.listener)
+        settings = TlsSettings.read(self.lookup, self.listener, self.protocol)
         if settings == self.settings and not force:
             return False
         ctx = build_server_context(settings, self.listener)

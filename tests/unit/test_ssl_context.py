@@ -187,3 +187,14 @@ def test_listener_ssl_settings_are_dynamic_per_broker() -> None:
     validate_broker_configs({"listener.name.external.ssl.client.auth": "required"})
     with pytest.raises(ConfigError):
         validate_broker_configs({"listener.name.external.ssl.client.auth": "sometimes"})
+
+
+def test_sasl_ssl_takes_only_a_listener_prefixed_client_auth(tls: TlsFiles) -> None:
+    """KIP-684: a plain ssl.client.auth=required does not apply to a SASL_SSL listener."""
+    plain = {**tls.broker_ssl("required")}
+    assert ListenerTls("SASL_SSL", "SASL_SSL", _lookup(plain)).current.verify_mode == \
+        ssl.CERT_NONE
+    assert ListenerTls("SSL", "SSL", _lookup(plain)).current.verify_mode == ssl.CERT_REQUIRED
+    prefixed = {**plain, "listener.name.sasl_ssl.ssl.client.auth": "requested"}
+    assert ListenerTls("SASL_SSL", "SASL_SSL", _lookup(prefixed)).current.verify_mode == \
+        ssl.CERT_OPTIONAL

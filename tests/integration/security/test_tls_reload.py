@@ -15,6 +15,7 @@ import pytest
 
 from samsa.testing import SamsaBroker, free_port
 from samsa.testing.tls import TlsFiles, ssl_listener_overrides
+from tests.wire import Wire
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -53,6 +54,19 @@ def _file_cert(path: object) -> bytes:
 
 
 def _set(b: SamsaBroker, name: str, value: str, resource: str = "1") -> None:
+    if resource == "":  # the cluster default: neither client library names resource ""
+        w = Wire(b.bootstrap)
+        try:
+            resp = w.request(44, 1, {"resources": [{
+                "resource_type": 4, "resource_name": "", "configs": [
+                    {"name": name, "config_operation": 0, "value": value}]}],
+                "validate_only": False})
+        finally:
+            w.close()
+        r = resp.responses[0]
+        if int(r.error_code):
+            raise RuntimeError(f"error {int(r.error_code)}: {r.error_message}")
+        return
     from confluent_kafka.admin import (
         AdminClient,
         AlterConfigOpType,
@@ -136,3 +150,16 @@ def test_kafka_refusals_of_dynamic_tls_changes(broker: tuple[SamsaBroker, int], 
     with pytest.raises(Exception, match=why):
         _set(b, name, value, resource)
     assert _served_cert(tls, port) == before
+
+
+def test_a_key_store_that_does_not_load_stops_the_start(tls: TlsFiles) -> None:
+    plain = free_port()
+    overrides, _ = ssl_listener_overrides(tls, plain, extra={
+        "listener.name.ssl.ssl.keystore.location": str(tls.root / "missing.pem")})
+    b = SamsaBroker(port=plain, overrides=overrides)
+    try:
+        with pytest.raises(RuntimeError, match="Failed to load SSL key store or trust store for "
+                                               "listener SSL"):
+            b.start()
+    finally:
+        b.close()
