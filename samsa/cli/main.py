@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     quotas.add_parser(sub)
     from . import connect
     connect.add_parser(sub)
+    from . import users
+    users.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

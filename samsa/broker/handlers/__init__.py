@@ -20,6 +20,7 @@ from . import (
     produce,
     producer_ids,
     quotas,
+    sasl,
     topics,
     txn,
 )
@@ -71,6 +72,11 @@ HANDLERS: dict[int, Any] = {
     # client quotas (helper "quotas")
     apis.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
     apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
+    # SASL (helper sasl): exchanges themselves run in samsa.security.sasl.authenticator
+    apis.SASL_HANDSHAKE: sasl.sasl_handshake,
+    apis.SASL_AUTHENTICATE: sasl.sasl_authenticate,
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.describe_user_scram_credentials,
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,
 }
 
 
@@ -96,6 +102,7 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     apis.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,  # forwarded by brokers
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,  # forwarded (sasl)
 }
 
 

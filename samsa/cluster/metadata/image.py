@@ -33,9 +33,11 @@ from .records import (
     Record,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 log = logging.getLogger("samsa.metadata")
@@ -103,6 +105,9 @@ class MetadataImage:
     # client quotas (helper "quotas"): entity ((type, name or None), ...) sorted -> {key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(
         default_factory=dict)
+    # SASL/SCRAM credentials: (user, mechanism number) -> UserScramCredentialRecord (KIP-554)
+    scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=dict)
 
     # ------------------------------------------------------------------------------ applying
     def apply(self, record: Record, offset: int = -1) -> None:
@@ -144,6 +149,10 @@ class MetadataImage:
             self.next_producer_id = record.next_producer_id
         elif isinstance(record, ClientQuotaRecord):
             self._client_quota(record)
+        elif isinstance(record, UserScramCredentialRecord):
+            self.scram_credentials[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self.scram_credentials.pop((record.name, record.mechanism), None)
         elif not isinstance(record, NoOpRecord):
             log.warning("not a metadata record: %r", record)
 
@@ -283,6 +292,7 @@ class MetadataImage:
             out.append(ProducerIdsRecord(-1, -1, self.next_producer_id))  # as Kafka's image
         for entity, quotas in self.client_quotas.items():
             out += [ClientQuotaRecord(entity, k, v) for k, v in quotas.items()]
+        out += [c for _, c in sorted(self.scram_credentials.items())]
         return out
 
     def live_brokers(self) -> list[BrokerRegistration]:
