@@ -358,6 +358,34 @@ for _c in [
 ]:
     BROKER_CONFIGS[_c.name] = _c
 
+# -- SASL (helper sasl; docs/security.md): listener-overridable as listener.name.<l>.<name>, JAAS
+# configs per mechanism as listener.name.<l>.<mechanism>.sasl.jaas.config --
+for _c in [
+    ConfigDef("sasl.enabled.mechanisms", "list", "GSSAPI",
+              "SASL mechanisms SASL listeners accept (Samsa: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512, OAUTHBEARER)."),
+    ConfigDef("sasl.jaas.config", "password", None,
+              "JAAS login module config (PLAIN users: user_<name>=\"<password>\")."),
+    ConfigDef("sasl.server.max.receive.size", "int", "524288",
+              "Largest frame accepted before a connection is authenticated."),
+    ConfigDef("connections.max.reauth.ms", "long", "0",
+              "SASL session lifetime: clients must re-authenticate within it (KIP-368; 0: never)."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.url", "string", None,
+              "JWKS (file: or http(s): URL) OAUTHBEARER tokens are verified against (KIP-768)."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", "3600000",
+              "How often the JWKS is read again."),
+    ConfigDef("sasl.oauthbearer.expected.audience", "list", "",
+              "Audiences an OAUTHBEARER token must name one of (empty: not checked)."),
+    ConfigDef("sasl.oauthbearer.expected.issuer", "string", None,
+              "Issuer an OAUTHBEARER token must name (unset: not checked)."),
+    ConfigDef("sasl.oauthbearer.sub.claim.name", "string", "sub",
+              "Claim holding the principal name."),
+    ConfigDef("sasl.oauthbearer.scope.claim.name", "string", "scope", "Claim holding the scopes."),
+    ConfigDef("sasl.oauthbearer.clock.skew.seconds", "int", "30",
+              "Clock difference allowed when checking exp, iat and nbf."),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+
 # -- TLS listeners (samsa.security.ssl_context; helper tls). Each may also be given per listener
 # as listener.name.<listener>.<name>, which wins over the plain name (Kafka's listener prefix).
 # Key and trust stores change at run time (per broker, with the listener prefix, as Kafka); the

@@ -46,6 +46,9 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.bind_listeners, self.advertised_listeners = validate_node(config)
+        from samsa.security.sasl.listeners import build_sasl_listeners
+
+        self.sasl_listeners = build_sasl_listeners(config, self.bind_listeners, self._scram_lookup)
         ctrl_names = {n.strip() for n in
                       (config.get("controller.listener.names") or "CONTROLLER").split(",")}
         self.controller_listeners = [ln for ln in self.bind_listeners if ln.name in ctrl_names]
@@ -115,6 +118,14 @@ class Broker:
                                    float(config.get_int("quota.window.size.seconds")))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
+
+    def _scram_lookup(self, user: str, mechanism: str) -> Any:
+        """The SCRAM credential of a user in the metadata image (None if it has none)."""
+        from samsa.security.sasl.scram import MECHANISMS, ScramCredential
+
+        rec = self.node.image.scram_credentials.get((user, MECHANISMS[mechanism]))
+        return None if rec is None else ScramCredential(rec.salt, rec.stored_key, rec.server_key,
+                                                         rec.iterations)
 
     def controller_channel(self) -> Any:
         """The NodeChannel to the active controller's CONTROLLER listener; None if unknown."""

@@ -41,6 +41,8 @@ from samsa.security.quotas import Timed, charge_request, charge_time
 from samsa.storage.file_slice import FileSlice
 
 if TYPE_CHECKING:
+    from samsa.security.sasl.authenticator import SaslSession
+
     from .broker import Broker
     from .handlers import ListenerSpec
 
@@ -161,6 +163,8 @@ class KafkaConnection(asyncio.Protocol):
         # Who this connection is (TLS client certificate or SASL replace it) and how it came in.
         self.principal: KafkaPrincipal = ANONYMOUS
         self.security_protocol = "PLAINTEXT"
+        self.sasl: SaslSession | None = None  # on a SASL listener: its authentication state
+        self.min_request = 8  # 0 while SASL raw tokens (SaslHandshake v0) are read
         self.tls: Any = None  # the listener's samsa.security.ssl_context.ListenerTls, if TLS
         self.sock_fd = -1  # for sendfile; -1 when the transport is not a plain socket (TLS)
         self._batching = False  # inside data_received: pump once at the end
@@ -185,6 +189,11 @@ class KafkaConnection(asyncio.Protocol):
             return
         self.broker.connections.add(self)
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        sasl_listener = getattr(self.broker, "sasl_listeners", {}).get(self.listener_name)
+        if sasl_listener is not None:
+            from samsa.security.sasl.authenticator import SaslSession
+
+            self.sasl = SaslSession(self, sasl_listener)
         sock = transport.get_extra_info("socket")
         if sock is not None and transport.get_extra_info("sslcontext") is None:
             try:
@@ -299,7 +308,7 @@ class KafkaConnection(asyncio.Protocol):
         buf = self.buf
         while len(buf) >= 4 and not self.closed and not self.read_paused:
             (size,) = struct.unpack_from(">i", buf, 0)
-            if size < 8 or size > self.max_request:
+            if size < self.min_request or size > self.max_request:
                 log.warning("closing connection: request size %d outside [8, %d]",
                             size, self.max_request)
                 self.close()
@@ -321,6 +330,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # ---- dispatch ----------------------------------------------------------------------
     def _handle(self, frame: bytes) -> None:
+        if self.sasl is not None and self.sasl.intercept(frame):
+            return  # a SASL exchange (or a request refused before authentication)
         key, version, corr = struct.unpack_from(">hhi", frame, 0)
         rng = self.supported.get(key)
         if rng is None or not rng[0] <= version <= rng[1]:

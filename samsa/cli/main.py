@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     connect.add_parser(sub)
     from . import acls  # issue 17
     acls.add_parser(sub)
+    from . import users
+    users.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -60,6 +60,11 @@ DELETE_ACLS = 31
 # client quotas (helper "quotas")
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
+# SASL (helper sasl)
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+ALTER_USER_SCRAM_CREDENTIALS = 51
 
 # api key -> (min version, max version) Samsa accepts. ApiVersions advertises ADVERTISED below:
 # Kafka 4.0's ranges for every API Samsa serves (tests/integration/test_api_versions.py holds Kafka
@@ -116,6 +121,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # client quotas (helper "quotas")
     DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ALTER_CLIENT_QUOTAS: (0, 1),
+    # SASL (helper sasl): Kafka 4.0's ranges
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 2),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 # What ApiVersions lists. Like Kafka 4.0 (KAFKA-18659), Produce is listed from v0 although v0-v2
@@ -154,4 +164,5 @@ CONTROLLER_SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_ACLS: SUPPORTED[CREATE_ACLS],
     DELETE_ACLS: SUPPORTED[DELETE_ACLS],
     ALTER_CLIENT_QUOTAS: SUPPORTED[ALTER_CLIENT_QUOTAS],  # client quotas (helper "quotas")
+    ALTER_USER_SCRAM_CREDENTIALS: SUPPORTED[ALTER_USER_SCRAM_CREDENTIALS],  # forwarded (sasl)
 }

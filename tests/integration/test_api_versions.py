@@ -67,6 +67,8 @@ KAFKA_40: dict[int, tuple[int, int]] = {
     69: (0, 1),   # ConsumerGroupDescribe
     75: (0, 0),   # DescribeTopicPartitions
 }
+# SASL (helper sasl): SaslHandshake, SaslAuthenticate, Describe/AlterUserScramCredentials
+KAFKA_40.update({17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0)})
 
 # Deliberate differences, each a line in docs/compatibility.md: the top versions of these three
 # mean transactions v2 (KIP-890 part 2), which Samsa does not implement.

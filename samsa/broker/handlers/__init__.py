@@ -22,6 +22,7 @@ from . import (
     produce,
     producer_ids,
     quotas,
+    sasl,
     topics,
     txn,
 )
@@ -76,6 +77,11 @@ HANDLERS: dict[int, Any] = {
     # client quotas (helper "quotas")
     apis.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
     apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
+    # SASL (helper sasl): exchanges themselves run in samsa.security.sasl.authenticator
+    apis.SASL_HANDSHAKE: sasl.sasl_handshake,
+    apis.SASL_AUTHENTICATE: sasl.sasl_authenticate,
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS: sasl.describe_user_scram_credentials,
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,
 }
 # ACLs (issue 17): the cluster-wide APIs check their cluster operation first (on broker
 # listeners; authz skips CONTROLLER listeners)
@@ -106,6 +112,7 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.CREATE_ACLS: acls.create_acls,
     apis.DELETE_ACLS: acls.delete_acls,
     apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,  # forwarded by brokers
+    apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,  # forwarded (sasl)
 }
 
 

@@ -48,6 +48,12 @@ def _quota_entries(ctx: RequestContext, req: Any) -> dict[str, Any]:
                     for e in entry.entity]} for entry in req.entries]}
 
 
+def _scram_users(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return {"throttle_time": 0, "results": [
+        {"user": u, "error_code": _DENIED, "error_message": _MESSAGE} for u in users]}
+
+
 # api -> (operation on the cluster, the denied answer)
 GATES: dict[int, tuple[int, Callable[[RequestContext, Any], dict[str, Any]]]] = {
     apis.ELECT_LEADERS: (az.OP_ALTER, _top_level),
@@ -59,6 +65,9 @@ GATES: dict[int, tuple[int, Callable[[RequestContext, Any], dict[str, Any]]]] = 
     # client quotas (Kafka: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster)
     apis.DESCRIBE_CLIENT_QUOTAS: (az.OP_DESCRIBE_CONFIGS, _top_level),
     apis.ALTER_CLIENT_QUOTAS: (az.OP_ALTER_CONFIGS, _quota_entries),
+    # SCRAM credentials (KIP-554: DESCRIBE / ALTER on the cluster)
+    apis.DESCRIBE_USER_SCRAM_CREDENTIALS: (az.OP_DESCRIBE, _top_level),
+    apis.ALTER_USER_SCRAM_CREDENTIALS: (az.OP_ALTER, _scram_users),
 }
 
 

@@ -316,6 +316,16 @@ class QuorumController:
             if records and not validate_only:
                 await self._propose(records)
         return results
+    # ---- SASL/SCRAM credentials (KIP-554; helper sasl) ----------------------------------
+    async def alter_user_scram_credentials(
+            self, plan: Callable[[MetadataImage], tuple[Any, list[Any]]]) -> Any:
+        """`plan` checks the changes against the current image and returns (its answer, the
+        records to commit); run under the controller lock so two requests cannot interleave."""
+        async with self._lock:
+            answer, records = plan(self.image)
+            if records:
+                await self._propose(records)
+            return answer
 
     # ---- producer ids ----------------------------------------------------------------------
 

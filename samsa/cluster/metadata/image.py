@@ -36,9 +36,11 @@ from .records import (
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 
 log = logging.getLogger("samsa.metadata")
@@ -126,6 +128,9 @@ class MetadataImage:
     # client quotas (helper "quotas"): entity ((type, name or None), ...) sorted -> {key: value}
     client_quotas: dict[tuple[tuple[str, str | None], ...], dict[str, float]] = field(
         default_factory=dict)
+    # SASL/SCRAM credentials: (user, mechanism number) -> UserScramCredentialRecord (KIP-554)
+    scram_credentials: dict[tuple[str, int], UserScramCredentialRecord] = field(
+        default_factory=dict)
 
     # ------------------------------------------------------------------------------ applying
     def apply(self, record: Record, offset: int = -1) -> None:
@@ -169,6 +174,10 @@ class MetadataImage:
             self.acls.apply(record)
         elif isinstance(record, ClientQuotaRecord):
             self._client_quota(record)
+        elif isinstance(record, UserScramCredentialRecord):
+            self.scram_credentials[(record.name, record.mechanism)] = record
+        elif isinstance(record, RemoveUserScramCredentialRecord):
+            self.scram_credentials.pop((record.name, record.mechanism), None)
         elif not isinstance(record, NoOpRecord):
             log.warning("not a metadata record: %r", record)
 
@@ -309,6 +318,7 @@ class MetadataImage:
         out += self.acls.to_records()
         for entity, quotas in self.client_quotas.items():
             out += [ClientQuotaRecord(entity, k, v) for k, v in quotas.items()]
+        out += [c for _, c in sorted(self.scram_credentials.items())]
         return out
 
     def live_brokers(self) -> list[BrokerRegistration]:

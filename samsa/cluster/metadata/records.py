@@ -214,15 +214,63 @@ class NoOpRecord:
     API_KEY: ClassVar[int] = 20
 
 
+# -- SASL/SCRAM credentials (KIP-554), as Kafka's UserScramCredentialRecord (11) and
+# RemoveUserScramCredentialRecord (22); mechanism 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 --
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 11
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    API_KEY: ClassVar[int] = 22
+    name: str
+    mechanism: int
+
+
+def _w_compact_bytes(w: _Writer, b: bytes) -> None:
+    w.uvarint(len(b) + 1)
+    w.out += b
+
+
+def _r_compact_bytes(r: _Reader) -> bytes:
+    n = r.uvarint()
+    if n == 0:
+        raise MetadataRecordError("null bytes field in a SCRAM credential record")
+    return r._take(n - 1)
+
+
+def _w_scram(w: _Writer, rec: UserScramCredentialRecord | RemoveUserScramCredentialRecord) -> None:
+    w.string(rec.name)
+    w.i8(rec.mechanism)
+    if isinstance(rec, UserScramCredentialRecord):
+        _w_compact_bytes(w, rec.salt)
+        _w_compact_bytes(w, rec.stored_key)
+        _w_compact_bytes(w, rec.server_key)
+        w.i32(rec.iterations)
+
+
+def _r_scram(r: _Reader) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(r.string(), r.i8(), _r_compact_bytes(r), _r_compact_bytes(r),
+                                     _r_compact_bytes(r), r.i32())
+
+
 Record = (RegisterBrokerRecord | UnregisterBrokerRecord | TopicRecord | PartitionRecord
           | ConfigRecord | PartitionChangeRecord | FenceBrokerRecord | UnfenceBrokerRecord
           | RemoveTopicRecord | FeatureLevelRecord | ProducerIdsRecord
           | BrokerRegistrationChangeRecord | NoOpRecord | ClientQuotaRecord
+          | UserScramCredentialRecord | RemoveUserScramCredentialRecord
           | AccessControlEntryRecord | RemoveAccessControlEntryRecord)
 
 # highest version decode accepts per api key: what Kafka 3.7-4.0 write
 MAX_VERSIONS: dict[int, int] = {0: 3, 1: 0, 2: 0, 3: 2, 4: 0, 5: 2, 7: 0, 8: 0, 9: 0, 12: 0,
-                                15: 0, 17: 2, 20: 0, 14: 1,
+                                15: 0, 17: 2, 20: 0, 14: 1, 11: 0, 22: 0,
                                 18: 0, 19: 0}  # ACLs
 
 
@@ -701,6 +749,8 @@ def _w_body(w: _Writer, rec: Record, v: int) -> None:
         w.i8(rec.permission_type)
     elif isinstance(rec, RemoveAccessControlEntryRecord):
         w.uid(rec.id)
+    elif isinstance(rec, UserScramCredentialRecord | RemoveUserScramCredentialRecord):
+        _w_scram(w, rec)
     elif not isinstance(rec, NoOpRecord):
         raise MetadataRecordError(f"not a metadata record: {type(rec).__name__}")
     w.tags([])
@@ -798,6 +848,8 @@ _READERS: dict[int, Callable[[_Reader, int], Record]] = {
     18: _r_plain(lambda r: AccessControlEntryRecord(r.uid(), r.i8(), r.string(), r.i8(),
                                                    r.string(), r.string(), r.i8(), r.i8())),
     19: _r_plain(lambda r: RemoveAccessControlEntryRecord(r.uid())),
+    11: _r_plain(_r_scram),
+    22: _r_plain(lambda r: RemoveUserScramCredentialRecord(r.string(), r.i8())),
 }
 
 

@@ -118,6 +118,15 @@ def _metadata(w: Wire, topics: list[str] | None, ops: bool = False) -> dict[str,
     return {t.name: (int(t.error_code), int(t.topic_authorized_operations)) for t in r.topics}
 
 
+def dan_denied_scram(secured: Secured) -> bool:
+    """dan holds no cluster ACL: DescribeUserScramCredentials is refused."""
+    d = secured.wire("dan")
+    try:
+        return int(d.request(50, 0, {"users": None}).error_code) == CLUSTER_DENIED
+    finally:
+        d.close()
+
+
 def test_topic_apis_matrix(secured: Secured) -> None:
     w = secured.wire("bob")
     # no ACL at all: bob may not describe, list offsets, produce or fetch, and does not see mx
@@ -294,6 +303,12 @@ def test_transactions_and_admin_matrix(secured: Secured) -> None:
     secured.grant(BOB, ResourceType.BROKER, "kafka-cluster", AclOperation.ALTER_CONFIGS)
     assert w.request(49, 1, aq).entries[0].error_code == 0
     assert w.request(48, 1, dq).error_code == 0  # implied DESCRIBE_CONFIGS
+    # SCRAM credentials (KIP-554): DESCRIBE / ALTER on the cluster; bob now has DESCRIBE only
+    assert w.request(50, 0, {"users": None}).error_code == 0
+    up = {"deletions": [], "upsertions": [{"name": "zed", "mechanism": 1, "iterations": 8192,
+                                          "salt": b"s" * 16, "salted_password": b"p" * 32}]}
+    assert w.request(51, 0, up).results[0].error_code == CLUSTER_DENIED
+    assert dan_denied_scram(secured)
     # DescribeTopicPartitions: topics bob may not describe are refused, with bitfields
     secured.grant(BOB, ResourceType.TOPIC, "mx", AclOperation.DESCRIBE)
     dtp = w.request(75, 0, {"topics": [{"name": "mx"}, {"name": "hr-pay"}],
