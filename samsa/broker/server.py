@@ -379,8 +379,13 @@ class KafkaConnection(asyncio.Protocol):
         else:
             if ctx.throttle_ms and isinstance(result, dict) and "throttle_time" in result:
                 result["throttle_time"] = ctx.throttle_ms
-            chunks = result if isinstance(result, list) else \
-                encode_response(key, version, corr, result)
+            try:
+                chunks = result if isinstance(result, list) else \
+                    encode_response(key, version, corr, result)
+            except Exception:  # a handler bug must cost this connection only, never the broker
+                log.exception("cannot encode the answer to api %d v%d", key, version)
+                self.close()
+                return
             self._respond_in_order(chunks)
             if ctx.throttle_ms:
                 self.mute_for(ctx.throttle_ms)

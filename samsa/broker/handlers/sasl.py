@@ -41,7 +41,8 @@ def sasl_handshake(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
 
 def sasl_authenticate(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {"error_code": ILLEGAL_SASL_STATE,
-            "error_message": "SaslAuthenticate request received after successful authentication"}
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime": 0}
 
 
 def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
