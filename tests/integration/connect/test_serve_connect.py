@@ -42,8 +42,14 @@ def test_broker_with_embedded_connect_worker(tmp_path: Path) -> None:
                 break
             time.sleep(0.2)
         assert st["tasks"][0]["state"] == "RUNNING", st
+        # the source's topic is auto-created by its first produce, which may follow RUNNING
+        want = {"connect-configs", "connect-offsets", "connect-status", "embedded-rows"}
+        deadline = time.monotonic() + 30
         topics = set(admin.list_topics(timeout=10).topics)
-        assert {"connect-configs", "connect-offsets", "connect-status", "embedded-rows"} <= topics
+        while not want <= topics and time.monotonic() < deadline:
+            time.sleep(0.2)
+            topics = set(admin.list_topics(timeout=10).topics)
+        assert want <= topics
         offsets = {}
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
