@@ -207,3 +207,31 @@ def test_ssl_cluster_with_certificate_principals(tls: TlsFiles, tmp_path: Path) 
     with c:
         # alice's certificate CN=alice,OU=eng,O=acme maps to User:alice (ssl.principal.mapping)
         failover(c, sec, "User:alice")
+
+
+def test_controller_listener_authorizes_clients(
+        sasl_cluster: tuple[SamsaCluster, SecureSettings]) -> None:
+    """A client on the CONTROLLER listener (KIP-919 style) is authorized as Kafka's
+    ControllerApis does: DescribeQuorum needs DESCRIBE on the cluster, a node RPC CLUSTER_ACTION,
+    CreateTopics the topic's CREATE."""
+    from samsa.cli import _cluster_wire as w
+    from samsa.testing.secure_cluster import wire_connect
+
+    c, sec = sasl_cluster
+    address = c.node(1).controller_address
+    body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
+    with wire_connect(address, 5, sec.node_security("mallory", "CONTROLLER")) as conn:
+        assert conn.request(w.DESCRIBE_QUORUM, 2, body).error_code == 31
+        # BrokerHeartbeat from a principal that is no node: CLUSTER_AUTHORIZATION_FAILED
+        hb = conn.request(63, 1, {"broker_id": 9, "broker_epoch": 1,
+                                  "current_metadata_offset": 0, "want_fence": False,
+                                  "want_shut_down": False})
+        assert hb.error_code == 31
+        created = conn.request(19, 7, {"topics": [{"name": "by-mallory", "num_partitions": 1,
+                                                   "replication_factor": 1, "assignments": [],
+                                                   "configs": []}],
+                                       "timeout": 10000, "validate_only": False})
+        assert [t.error_code for t in created.topics] == [29]  # TOPIC_AUTHORIZATION_FAILED
+    with wire_connect(address, 5, sec.node_security("admin", "CONTROLLER")) as conn:
+        q = conn.request(w.DESCRIBE_QUORUM, 2, body)
+        assert q.error_code == 0 and q.topics[0].partitions[0].leader_id in (1, 2, 3)
