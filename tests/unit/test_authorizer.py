@@ -249,15 +249,20 @@ def test_narrowed_runs_allowed_items_and_answers_the_others() -> None:
         ("ok-1", 0), ("ok-2", 0), ("no-1", 29)]
 
 
-def test_checks_skip_controller_listeners_and_absent_authorizer() -> None:
+def test_checks_skip_nodes_on_controller_listeners_and_absent_authorizer() -> None:
+    """On a CONTROLLER listener a node (CLUSTER_ACTION on the cluster: a forwarding broker) is
+    not checked again; any other principal is (sec-cluster: it was never checked before)."""
     from samsa.broker import authz
     from samsa.broker.server import RequestContext
 
-    a, _ = authorizer()
+    a, _ = authorizer(binding(az.CLUSTER_NAME, az.OP_CLUSTER_ACTION, principal="User:bob",
+                              rtype=az.R_CLUSTER))
     denied = RequestContext(3, 12, 1, "t", _Conn(a, ALICE), b"")  # type: ignore[arg-type]
     assert authz.enabled(denied) and not authz.topic(denied, az.OP_DESCRIBE, "t")
-    inter = RequestContext(3, 12, 1, "t", _Conn(a, ALICE, controller=True), b"")  # type: ignore[arg-type]
-    assert not authz.enabled(inter) and authz.topic(inter, az.OP_DESCRIBE, "t")
+    node = RequestContext(3, 12, 1, "t", _Conn(a, BOB, controller=True), b"")  # type: ignore[arg-type]
+    assert not authz.enabled(node) and authz.topic(node, az.OP_DESCRIBE, "t")
+    client = RequestContext(3, 12, 1, "t", _Conn(a, ALICE, controller=True), b"")  # type: ignore[arg-type]
+    assert authz.enabled(client) and not authz.topic(client, az.OP_DESCRIBE, "t")
     off = RequestContext(3, 12, 1, "t", _Conn(None, ALICE), b"")  # type: ignore[arg-type]
     assert authz.topic(off, az.OP_WRITE, "t")
     assert authz.operations(off, az.R_TOPIC, "t") == sum(
