@@ -1,10 +1,15 @@
-"""Produce and consume throughput over SSL vs PLAINTEXT on one broker, in the same run.
+"""Produce and consume throughput over PLAINTEXT, SSL and SASL_SSL on one broker, in the same run.
 
-One Samsa broker serves a PLAINTEXT and an SSL listener (certificates from samsa.testing.tls);
-rounds alternate PLAINTEXT and SSL so both see the same machine load. Each round produces
-`--records` records of `--size` bytes with confluent-kafka to a new topic (acks=1), then reads them
-all back with a consumer. Reported: the median MB/s of each protocol, the SSL/PLAINTEXT ratio
-(issue 17's goal: TLS keeps >= 70 %) and the broker's CPU seconds per MB.
+One Samsa broker serves a PLAINTEXT, an SSL and a SASL_SSL (PLAIN) listener (certificates from
+samsa.testing.tls); each round runs every protocol once, in an order rotated from round to round,
+so all see the same machine load. A protocol's turn produces `--records` records of `--size`
+bytes with confluent-kafka to a new topic (acks=1), then reads them all back with a consumer.
+
+Reported per protocol: the median MB/s of produce and consume, their ratio to PLAINTEXT (issue
+17's goal: TLS keeps >= 70 %), and where the CPU goes: the broker's CPU ms per MB while producing
+and while consuming, and this process's (the clients': librdkafka encrypts here) for the whole
+turn. Consume time runs from assign() to the last record. The report is printed and written to
+--out (default bench/results/tls-latest.md).
 
     PYTHONPATH=. python bench/tls.py --records 100000 --rounds 3
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -20,12 +26,14 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from samsa.testing import SamsaBroker, free_port
-from samsa.testing.tls import TlsFiles, ssl_listener_overrides
+from samsa.testing.tls import TlsFiles
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "tls-latest.md"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -33,11 +41,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def produce(bs: str, conf: dict[str, str], topic: str, records: int, size: int) -> float:
     p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 1 << 20, "acks": 1,
                   "queue.buffering.max.messages": 1_000_000, **conf})
     payload = os.urandom(size)
-    p.list_topics(topic, timeout=30)  # auto-create and connect before the clock starts
+    p.list_topics(topic, timeout=30)  # auto-create, connect and authenticate before the clock
     t0 = time.perf_counter()
     for _ in range(records):
         while True:
@@ -54,24 +67,48 @@ def produce(bs: str, conf: dict[str, str], topic: str, records: int, size: int) 
 
 
 def consume(bs: str, conf: dict[str, str], topic: str, records: int, size: int) -> float:
+    """From assign() to the last record (the connection is made and authenticated first)."""
     c = Consumer({"bootstrap.servers": bs, "group.id": f"bench-{topic}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "fetch.max.bytes": 52428800, **conf})
-    c.subscribe([topic])
+                  "enable.auto.commit": False, "fetch.max.bytes": 52428800, **conf})
+    c.list_topics(topic, timeout=30)
     got = 0
-    t0: float | None = None
+    t0 = time.perf_counter()
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     deadline = time.monotonic() + 300
     while got < records and time.monotonic() < deadline:
         for m in c.consume(10000, 1.0):
             if m.error() is None:
-                if t0 is None:
-                    t0 = time.perf_counter()
                 got += 1
-    elapsed = time.perf_counter() - (t0 or time.perf_counter())
+    elapsed = time.perf_counter() - t0
     c.close()
     if got < records:
         raise RuntimeError(f"consumed {got} of {records}")
     return records * size / elapsed / 1e6
+
+
+def listeners(tls: TlsFiles) -> tuple[dict[str, str], dict[str, tuple[str, dict[str, str]]], int]:
+    """Broker overrides for the three listeners, each protocol's (bootstrap, client settings),
+    and the PLAINTEXT port (SamsaBroker waits on it)."""
+    plain, ssl_port, sasl_port = free_port(), free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl_port},"
+                     f"SASL_SSL://127.0.0.1:{sasl_port}",
+        **tls.broker_ssl("none", prefix="listener.name.ssl."),
+        **tls.broker_ssl("none", prefix="listener.name.sasl_ssl."),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            f'{PLAIN_MODULE} required user_bench="bench-secret";'}
+    ca = {"ssl.ca.location": str(tls.ca_file)}
+    protocols = {
+        "PLAINTEXT": (f"127.0.0.1:{plain}", {}),
+        "SSL": (f"127.0.0.1:{ssl_port}", {"security.protocol": "SSL", **ca}),
+        "SASL_SSL": (f"127.0.0.1:{sasl_port}", {
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+            "sasl.username": "bench", "sasl.password": "bench-secret", **ca})}
+    return overrides, protocols, plain
+
+
+KEYS = ("produce", "consume", "broker_produce", "broker_consume", "client")
 
 
 def main() -> None:
@@ -79,43 +116,61 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=str(DEFAULT_OUT))
     args = ap.parse_args()
+    mb = args.records * args.size / 1e6
     with tempfile.TemporaryDirectory(prefix="samsa-bench-tls-") as tmp:
         tls = TlsFiles.create(Path(tmp) / "certs")
-        plain = free_port()
-        overrides, ssl_port = ssl_listener_overrides(tls, plain)
-        overrides["listeners"] = f"SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{plain}"
-        protocols = {"PLAINTEXT": (f"127.0.0.1:{plain}", {}),
-                     "SSL": (f"127.0.0.1:{ssl_port}", tls.confluent())}
-        results: dict[str, dict[str, list[float]]] = {
-            p: {"produce": [], "consume": [], "cpu_per_mb": []} for p in protocols}
+        overrides, protocols, plain = listeners(tls)
+        names = list(protocols)
+        results: dict[str, dict[str, list[float]]] = {p: {k: [] for k in KEYS} for p in names}
         with SamsaBroker(Path(tmp) / "data", port=plain, overrides=overrides) as b:
             assert b.proc is not None
+            for proto, (bs, conf) in protocols.items():  # warm-up: __consumer_offsets, imports
+                produce(bs, conf, f"warm-up-{proto.lower()}", 2000, args.size)
+                consume(bs, conf, f"warm-up-{proto.lower()}", 2000, args.size)
             for rnd in range(args.rounds):
-                for proto, (bs, conf) in protocols.items():
+                order = names[rnd % len(names):] + names[:rnd % len(names)]
+                for proto in order:
+                    bs, conf = protocols[proto]
                     topic = f"bench-tls-{proto.lower()}-{uuid.uuid4().hex[:6]}"
-                    cpu0 = cpu_seconds(b.proc.pid)
+                    me0, cpu0 = own_cpu(), cpu_seconds(b.proc.pid)
                     pr = produce(bs, conf, topic, args.records, args.size)
+                    cpu1 = cpu_seconds(b.proc.pid)
                     co = consume(bs, conf, topic, args.records, args.size)
-                    cpu = cpu_seconds(b.proc.pid) - cpu0
-                    mb = 2 * args.records * args.size / 1e6
-                    results[proto]["produce"].append(pr)
-                    results[proto]["consume"].append(co)
-                    results[proto]["cpu_per_mb"].append(cpu / mb)
+                    cpu2, me2 = cpu_seconds(b.proc.pid), own_cpu()
+                    r = results[proto]
+                    r["produce"].append(pr)
+                    r["consume"].append(co)
+                    r["broker_produce"].append((cpu1 - cpu0) / mb * 1000)
+                    r["broker_consume"].append((cpu2 - cpu1) / mb * 1000)
+                    r["client"].append((me2 - me0) / (2 * mb) * 1000)
                     print(f"round {rnd + 1} {proto:<9} produce {pr:7.1f} MB/s  consume "
-                          f"{co:7.1f} MB/s  broker CPU {cpu / mb * 1000:.1f} ms/MB",
-                          file=sys.stderr, flush=True)
+                          f"{co:7.1f} MB/s  broker CPU {r['broker_produce'][-1]:.1f} / "
+                          f"{r['broker_consume'][-1]:.1f} ms/MB  clients "
+                          f"{r['client'][-1]:.1f} ms/MB", file=sys.stderr, flush=True)
     med = {p: {k: statistics.median(v) for k, v in r.items()} for p, r in results.items()}
-    print(f"\n{args.records} records x {args.size} B, {args.rounds} rounds (medians), "
-          f"confluent-kafka, acks=1, one partition\n")
-    print("| protocol | produce MB/s | consume MB/s | broker CPU ms/MB |")
-    print("|---|---:|---:|---:|")
+    base = med["PLAINTEXT"]
+    lines = [f"{args.records} records x {args.size} B per protocol and round, {args.rounds} "
+             f"rounds (medians; every round runs each protocol once, order rotated), "
+             f"confluent-kafka, acks=1, one partition, one broker", "",
+             "| protocol | produce MB/s | vs PLAINTEXT | consume MB/s | vs PLAINTEXT | broker CPU "
+             "ms/MB produce | broker CPU ms/MB consume | client CPU ms/MB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p, m in med.items():
-        print(f"| {p} | {m['produce']:.1f} | {m['consume']:.1f} | "
-              f"{m['cpu_per_mb'] * 1000:.1f} |")
-    pl, sl = med["PLAINTEXT"], med["SSL"]
-    print(f"| SSL / PLAINTEXT | {sl['produce'] / pl['produce']:.0%} | "
-          f"{sl['consume'] / pl['consume']:.0%} | |")
+        lines.append(f"| {p} | {m['produce']:.1f} | {m['produce'] / base['produce']:.0%} | "
+                     f"{m['consume']:.1f} | {m['consume'] / base['consume']:.0%} | "
+                     f"{m['broker_produce']:.2f} | {m['broker_consume']:.2f} | "
+                     f"{m['client']:.2f} |")
+    lines += ["", "Per round (produce / consume MB/s):", ""]
+    for p, r in results.items():
+        lines.append(f"- {p}: " + ", ".join(f"{a:.1f} / {c:.1f}"
+                                           for a, c in zip(r["produce"], r["consume"],
+                                                           strict=True)))
+    report = "\n".join(lines) + "\n"
+    print("\n" + report)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(f"# bench/tls.py {' '.join(sys.argv[1:])}\n\n{report}")
 
 
 if __name__ == "__main__":
