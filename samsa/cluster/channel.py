@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import ssl
 import struct
 import time
 from dataclasses import is_dataclass
@@ -237,6 +238,9 @@ class NodeChannel:
                 # else: the answer to a request that timed out or was cancelled
         except asyncio.IncompleteReadError:
             pass
+        except ssl.SSLError as e:  # TLS 1.3: a peer refusing our certificate says so here
+            why = f"TLS: the peer refused the connection: {e.reason or e}"
+            self._log_auth_failure(why)
         except OSError as e:
             why = f"connection lost: {e.strerror or e}"
         except asyncio.CancelledError:

@@ -44,6 +44,7 @@ from samsa.protocol.codec import Chunks, build
 
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
+API_VERSIONS = 18
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 CLIENT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -363,6 +364,20 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
                             f"authentication ({type(e).__name__})") from None
 
 
+async def _confirm_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
+                       port: int, client_id: str) -> None:
+    """One ApiVersions round trip on a fresh SSL connection: with TLS 1.3 a server refuses a
+    client certificate only after the handshake, and asyncio shows its alert as a plain close, so
+    a close here is reported as the refusal it is (instead of a dropped connection later)."""
+    try:
+        await _call(reader, writer, API_VERSIONS, 0, 0, client_id, {})
+    except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError) as e:
+        raise NodeAuthError(f"TLS: the peer refused the connection after the handshake "
+                            f"({type(e).__name__}): does {host}:{port} trust this node's "
+                            f"certificate (its ssl.truststore.*, this node's "
+                            f"ssl.keystore.*)?") from None
+
+
 Dialer = Callable[[str, int], tuple[str, int]]
 
 
@@ -386,12 +401,14 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
         except ssl.SSLError as e:
             raise NodeAuthError(f"TLS handshake with {host}:{port} failed: "
                                 f"{e.reason or e}") from None
-        if sec.sasl:
-            try:
+        try:
+            if sec.sasl:
                 await authenticate(reader, writer, sec, client_id)
-            except BaseException:
-                writer.close()
-                raise
+            elif sec.tls:
+                await _confirm_tls(reader, writer, host, port, client_id)
+        except BaseException:
+            writer.close()
+            raise
         return reader, writer
 
     return await asyncio.wait_for(run(), timeout)

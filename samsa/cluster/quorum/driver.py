@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import ssl
 import struct
 import time
 from collections.abc import Callable, Coroutine
@@ -498,6 +499,8 @@ class QuorumDriver:
                     self._wake.set()
         except WireError as e:
             log.warning("quorum: malformed answer from node %d, reconnecting: %s", dst, e)
+        except ssl.SSLError as e:  # TLS 1.3: a peer refusing our certificate says so here
+            self._auth_failed(dst, f"TLS: the peer refused the connection: {e.reason or e}")
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:

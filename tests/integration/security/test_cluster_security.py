@@ -202,11 +202,25 @@ def test_node_with_wrong_credentials_cannot_join(
 
 
 def test_ssl_cluster_with_certificate_principals(tls: TlsFiles, tmp_path: Path) -> None:
-    c = SamsaCluster(3, overrides=OVERRIDES, data_dir=tmp_path / "ssl-cluster")
+    import trustme
+
+    c = SamsaCluster(4, controllers=3, overrides=OVERRIDES, data_dir=tmp_path / "ssl-cluster")
     sec = secure(c, tls, "SSL")
-    with c:
+    # broker 4's certificate comes from a CA the others do not trust
+    stranger = tls.renew_server(tmp_path / "stranger.pem", ca=trustme.CA())
+    c.node_overrides[4]["ssl.keystore.location"] = str(stranger)
+    try:
+        start_nodes(c, [1, 2, 3])
         # alice's certificate CN=alice,OU=eng,O=acme maps to User:alice (ssl.principal.mapping)
         failover(c, sec, "User:alice")
+        node = c.node(4)
+        node.launch()
+        wait_until("node 4 says the controllers refuse its certificate", lambda: _log_says(
+            node, "failed authentication due to: TLS: the peer refused the connection after the "
+                  "handshake"), 60)
+        assert 4 not in [b for b, _ in c.describe_cluster()]
+    finally:
+        c.close()
 
 
 def test_controller_listener_authorizes_clients(
