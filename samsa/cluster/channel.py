@@ -24,6 +24,7 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from samsa.cluster import node_security
 from samsa.cluster.node_security import NodeAuthError, NodeSecurity, open_node_connection
 from samsa.protocol.codec import Chunks, build
 
@@ -89,6 +90,7 @@ class _Connection:
         self.writer = writer
         self.pending: dict[int, asyncio.Future[bytes]] = {}
         self.closed = False
+        self.retiring = False  # replaced (SASL session end): closes once nothing is pending
         self.task: asyncio.Task[None] | None = None
 
     def fail_all(self, error: ChannelError) -> None:
@@ -192,11 +194,11 @@ class NodeChannel:
         if self._closed:
             raise ChannelError(f"{self} is closed")
         conn = self._conn
-        if conn is not None and not conn.closed:
+        if conn is not None and not conn.closed and not self._retire(conn):
             return conn
         async with self._connecting:
             conn = self._conn
-            if conn is not None and not conn.closed:
+            if conn is not None and not conn.closed and not self._retire(conn):
                 return conn
             try:
                 reader, writer = await open_node_connection(
@@ -213,6 +215,18 @@ class NodeChannel:
             conn.task = asyncio.get_running_loop().create_task(self._read_loop(conn))
             self._conn = conn
             return conn
+
+    def _retire(self, conn: _Connection) -> bool:
+        """KIP-368: the connection's SASL session nears its end: new requests go on a new
+        connection, this one closes once its answers are in."""
+        if not node_security.expired(conn.writer):
+            return False
+        if self._conn is conn:
+            self._conn = None
+        conn.retiring = True
+        if not conn.pending:
+            conn.fail_all(ChannelError(f"{self}: SASL session renewed"))
+        return True
 
     def _log_auth_failure(self, why: str) -> None:
         now = time.monotonic()
@@ -235,6 +249,9 @@ class NodeChannel:
                 fut = conn.pending.pop(corr, None)
                 if fut is not None and not fut.done():
                     fut.set_result(frame)
+                if conn.retiring and not conn.pending:
+                    why = "SASL session renewed"
+                    break
                 # else: the answer to a request that timed out or was cancelled
         except asyncio.IncompleteReadError:
             pass

@@ -31,6 +31,7 @@ import ssl
 import struct
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -335,8 +336,10 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key:
 
 
 async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       sec: NodeSecurity, client_id: str) -> None:
-    """SaslHandshake v1 + SaslAuthenticate v2 rounds; NodeAuthError with the peer's answer."""
+                       sec: NodeSecurity, client_id: str) -> int:
+    """SaslHandshake v1 + SaslAuthenticate v2 rounds; NodeAuthError with the peer's answer.
+    Returns the session lifetime the peer gave (ms, 0: none; KIP-368)."""
+    lifetime = 0
     try:
         hs = await _call(reader, writer, SASL_HANDSHAKE, 1, 0, client_id,
                          {"mechanism": sec.mechanism})
@@ -354,6 +357,7 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             if r.error_code:
                 raise NodeAuthError(f"{_ERRORS.get(r.error_code, r.error_code)}: "
                                     f"{r.error_message or ''}".rstrip(": "))
+            lifetime = _ms(r.session_lifetime)
             token = mech.next(bytes(r.auth_bytes or b""))
             if corr > 8:
                 raise NodeAuthError("SASL exchange did not complete in 8 rounds")
@@ -362,6 +366,34 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     except (asyncio.IncompleteReadError, ConnectionError) as e:
         raise NodeAuthError(f"the peer closed the connection during SASL {sec.mechanism} "
                             f"authentication ({type(e).__name__})") from None
+    except (NodeAuthError, OSError):
+        raise
+    except Exception as e:  # never a dead connect task over an odd answer
+        raise NodeAuthError(f"SASL {sec.mechanism} exchange failed: {type(e).__name__}: "
+                            f"{e}") from None
+    return lifetime
+
+
+def _ms(value: Any) -> int:
+    """kio gives durations as timedelta."""
+    if value is None:
+        return 0
+    if hasattr(value, "total_seconds"):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+# KIP-368: a SASL session the peer limits (connections.max.reauth.ms) ends with its connection.
+# Rather than re-authenticating in-band, a node opens a new connection before then: the loop time
+# after which a connection takes no new requests, by writer.
+REAUTH_MARGIN = 0.8  # of the session lifetime
+_retire_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
+
+
+def expired(writer: asyncio.StreamWriter) -> bool:
+    """The connection's SASL session is near its end: send nothing new on it."""
+    at = _retire_at.get(writer)
+    return at is not None and asyncio.get_running_loop().time() >= at
 
 
 async def _confirm_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
@@ -403,7 +435,10 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
                                 f"{e.reason or e}") from None
         try:
             if sec.sasl:
-                await authenticate(reader, writer, sec, client_id)
+                lifetime = await authenticate(reader, writer, sec, client_id)
+                if lifetime > 0:
+                    _retire_at[writer] = (asyncio.get_running_loop().time()
+                                          + REAUTH_MARGIN * lifetime / 1000)
             elif sec.tls:
                 await _confirm_tls(reader, writer, host, port, client_id)
         except BaseException:

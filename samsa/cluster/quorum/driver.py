@@ -27,7 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from samsa.cluster.channel import dial_address
-from samsa.cluster.node_security import NodeAuthError, NodeSecurity, open_node_connection
+from samsa.cluster.node_security import (
+    NodeAuthError,
+    NodeSecurity,
+    expired,
+    open_node_connection,
+)
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
 from samsa.cluster.quorum.disk.log import FileRaftLog
@@ -435,6 +440,11 @@ class QuorumDriver:
 
     def _link_send(self, dst: int, frame: bytes) -> None:
         link = self._links.setdefault(dst, _Link())
+        if link.writer is not None and expired(link.writer):
+            # KIP-368: the SASL session nears its end; what is in flight fails (the core
+            # retries) and the next request goes on a new, freshly authenticated connection
+            link.writer.close()
+            link.writer = None
         if link.writer is not None and not link.writer.is_closing():
             self._write(dst, link, link.writer, frame)
             return

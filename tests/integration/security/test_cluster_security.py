@@ -108,7 +108,8 @@ def consume_all(conf: dict[str, Any], topic: str, group: str, want: set[bytes]) 
 
 
 def failover(c: SamsaCluster, sec: SecureSettings, principal: str) -> None:
-    """Produce through kill -9 of the leader, consume everything, bring the node back."""
+    """Produce through kill -9 of the leader, consume everything, bring the node back (its
+    quorum, registration and replica fetches are over the secured listeners)."""
     admin = AdminClient(sec.client("admin"))
     topic, group = "orders", "billing"
     admin.create_topics([NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})])[
@@ -138,7 +139,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 def sasl_cluster(tls: TlsFiles, tmp_path_factory: pytest.TempPathFactory,
                  ) -> Iterator[tuple[SamsaCluster, SecureSettings]]:
     """Voters 1-3 (combined), and broker 4, not started, that the negative tests launch."""
-    c = SamsaCluster(4, controllers=3, overrides=OVERRIDES,
+    # sessions of 4 s (KIP-368): nodes must renew theirs or lose their connections
+    c = SamsaCluster(4, controllers=3, overrides={**OVERRIDES, "connections.max.reauth.ms": "4000"},
                      data_dir=tmp_path_factory.mktemp("sasl-cluster"))
     sec = secure(c, tls, "SASL_SSL", users=USERS)
     wrong = plain_jaas(NODE_USER, "not-the-password", {})
@@ -155,6 +157,9 @@ def test_sasl_ssl_cluster_keeps_acknowledged_records_through_leader_kill(
         sasl_cluster: tuple[SamsaCluster, SecureSettings]) -> None:
     c, sec = sasl_cluster
     failover(c, sec, "User:alice")
+    # nodes opened new connections before their 4 s sessions ended (none was cut off)
+    assert not [n.node_id for n in c.nodes[:3]
+                if "SASL session expired without re-authentication" in n.log_text()]
     # a valid user without ACLs is refused (the authorizer is on, nothing is open)
     errors: list[Any] = []
     p = Producer({**sec.client("mallory"), "message.timeout.ms": 10000})
