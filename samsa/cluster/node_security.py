@@ -364,8 +364,9 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     except ssl.SSLError as e:  # TLS 1.3: a refused client certificate shows on the first read
         raise NodeAuthError(f"TLS: the peer refused this node: {e.reason or e}") from None
     except (asyncio.IncompleteReadError, ConnectionError) as e:
-        raise NodeAuthError(f"the peer closed the connection during SASL {sec.mechanism} "
-                            f"authentication ({type(e).__name__})") from None
+        # a refusal is answered before Kafka closes; a bare close is the network or a restart
+        raise ConnectionError(f"the peer closed the connection during SASL {sec.mechanism} "
+                              f"authentication ({type(e).__name__})") from None
     except (NodeAuthError, OSError):
         raise
     except Exception as e:  # never a dead connect task over an odd answer
