@@ -70,7 +70,7 @@ async def _serve(config: BrokerConfig) -> None:
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
     registry = await _start_registry(config, broker.host, broker.port)
-    registry_url = f"http://{registry.config.host_port[0]}:{registry.port}" if registry else None
+    registry_url = registry.url if registry else None
     connect = await _start_connect(config, broker.host, broker.port, registry_url)
     await stop.wait()
     if connect is not None:
@@ -90,11 +90,24 @@ async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
                         listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
                         topic=config.get("schema.registry.topic") or "_schemas",
                         leader_url=config.get("schema.registry.leader.url") or None,
-                        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper())
+                        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper(),
+                        props=registry_props(config))
     registry = RegistryServer(rc)
     await registry.start()
-    print(f"samsa: schema registry listening on http://{rc.host_port[0]}:{registry.port}", flush=True)
+    print(f"samsa: schema registry listening on {', '.join(registry.urls)}", flush=True)
     return registry
+
+
+REGISTRY_PREFIX = "schema.registry."
+_REGISTRY_OWN = ("enable", "listeners", "leader.url", "compatibility", "topic")
+
+
+def registry_props(config: BrokerConfig) -> dict[str, str]:
+    """The embedded registry's Confluent settings: schema.registry.<setting> (e.g.
+    schema.registry.authentication.method, schema.registry.ssl.keystore.location,
+    schema.registry.kafkastore.security.protocol), as connect.worker.<setting> for Connect."""
+    return {k[len(REGISTRY_PREFIX):]: v for k, v in config.values.items()
+            if k.startswith(REGISTRY_PREFIX) and k[len(REGISTRY_PREFIX):] not in _REGISTRY_OWN}
 
 
 CONNECT_PREFIX = "connect.worker."

@@ -1,0 +1,285 @@
+"""Schema registry security, Confluent's way: HTTP basic auth with roles (a Jetty users file found
+through a JAAS file's realm entry), an HTTPS listener with PEM stores, and the registry's own
+`_schemas` store over SASL_SSL (kafkastore.*). Driven with confluent-kafka's SchemaRegistryClient,
+raw httpx, the `samsa schemas` CLI, the Connect Avro converter and the Spark decode helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import ssl
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+from samsa.testing import SamsaBroker, free_port
+from samsa.testing.registry import InProcessRegistry, SamsaRegistry, registry_tls_props
+from samsa.testing.tls import TlsFiles
+from tests.sasl_util import plain_jaas
+
+pytestmark = pytest.mark.timeout(180)
+
+REALM = "SchemaRegistry-Props"
+PASSWORDS = {"admin": "admin-pw", "writer": "writer-pw", "reader": "reader-pw",
+             "guest": "guest-pw", "hashed": "hashed-pw"}
+AVRO = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
+AVRO2 = json.dumps({"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}]})
+
+
+@dataclass
+class Env:
+    url: str
+    tls: TlsFiles
+    plain_bs: str
+    sasl_bs: str
+    store_props: dict[str, str]
+    auth_props: dict[str, str]
+
+
+def write_users(d: Path) -> tuple[Path, Path]:
+    """A Jetty users file (one MD5 password) and a JAAS file whose realm entry names it."""
+    md5 = hashlib.md5(PASSWORDS["hashed"].encode()).hexdigest()
+    users = d / "password-file"
+    users.write_text("# name: password,roles\n"
+                     f"admin: {PASSWORDS['admin']},admin\n"
+                     f"writer: {PASSWORDS['writer']},read-write\n"
+                     f"reader: {PASSWORDS['reader']},read-only\n"
+                     f"guest: {PASSWORDS['guest']},guest\n"
+                     f"hashed: MD5:{md5},read-only,guest\n")
+    jaas = d / "jaas.conf"
+    jaas.write_text(f'{REALM} {{\n  org.eclipse.jetty.jaas.spi.PropertyFileLoginModule required\n'
+                    f'  file="{users}"\n  debug="false";\n}};\n')
+    return users, jaas
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    d = tmp_path_factory.mktemp("registry-sec")
+    tls = TlsFiles.create(d / "tls", clients=("alice",))
+    plain, sasl = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl}",
+        **tls.broker_ssl("none", prefix="listener.name.sasl_ssl."),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas({"registry": "store-pw"}),
+    }
+    _, jaas = write_users(d)
+    store = {"kafkastore.bootstrap.servers": f"SASL_SSL://127.0.0.1:{sasl}",
+             "kafkastore.security.protocol": "SASL_SSL",
+             "kafkastore.sasl.mechanism": "PLAIN",
+             "kafkastore.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                            'required username="registry" password="store-pw";',
+             "kafkastore.ssl.truststore.type": "PEM",
+             "kafkastore.ssl.truststore.location": str(tls.ca_file)}
+    auth = {"authentication.method": "BASIC", "authentication.realm": REALM,
+            "authentication.roles": "admin,read-write,read-only",
+            "java.security.auth.login.config": str(jaas)}
+    with SamsaBroker(port=plain, overrides=overrides) as b:
+        # the registry reaches the cluster through the SASL_SSL listener only
+        with SamsaRegistry(f"127.0.0.1:{sasl}", https=True,
+                           props={**store, **auth, **registry_tls_props(tls)}) as reg:
+            yield Env(reg.url, tls, b.bootstrap, f"127.0.0.1:{sasl}", store, auth)
+
+
+def client(env: Env, user: str | None) -> SchemaRegistryClient:
+    conf: dict[str, Any] = {"url": env.url, "ssl.ca.location": str(env.tls.ca_file)}
+    if user is not None:
+        conf["basic.auth.user.info"] = f"{user}:{PASSWORDS[user]}"
+    return SchemaRegistryClient(conf)
+
+
+def raw(env: Env, method: str, path: str, auth: tuple[str, str] | None = None,
+        **kw: Any) -> httpx.Response:
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(env.tls.ca_file)),
+                      timeout=30) as c:
+        return c.request(method, env.url + path, auth=auth, **kw)
+
+
+def status(e: pytest.ExceptionInfo[SchemaRegistryError]) -> tuple[int, int]:
+    return e.value.http_status_code, e.value.error_code
+
+
+def test_roles_with_confluent_client(env: Env) -> None:
+    subject = f"orders-{uuid.uuid4().hex[:6]}-value"
+    sid = client(env, "writer").register_schema(subject, Schema(AVRO, "AVRO"))
+    reader = client(env, "reader")
+    assert json.loads(reader.get_schema(sid).schema_str)["name"] == "Order"
+    assert reader.get_latest_version(subject).schema_id == sid
+    assert reader.lookup_schema(subject, Schema(AVRO, "AVRO")).schema_id == sid  # a POST that reads
+    assert reader.test_compatibility(subject, Schema(AVRO2, "AVRO")) is True
+    with pytest.raises(SchemaRegistryError) as e:
+        reader.register_schema(subject, Schema(AVRO2, "AVRO"))
+    assert status(e) == (403, 40301) and "Write on Subject" in e.value.error_message
+    with pytest.raises(SchemaRegistryError) as e:
+        reader.delete_subject(subject)
+    assert status(e) == (403, 40301)
+    writer = client(env, "writer")
+    assert writer.set_compatibility(subject, "FULL")["compatibility"] == "FULL"
+    with pytest.raises(SchemaRegistryError) as e:  # the global level is the admin's
+        writer.set_compatibility(level="NONE")
+    assert status(e) == (403, 40301) and "Global" in e.value.error_message
+    admin = client(env, "admin")
+    assert admin.set_compatibility(level="BACKWARD")["compatibility"] == "BACKWARD"
+    assert writer.delete_subject(subject) == [1]
+    with pytest.raises(SchemaRegistryError) as e:
+        client(env, None).get_subjects()
+    assert status(e) == (401, 401)
+
+
+def test_raw_http_answers(env: Env) -> None:
+    none = raw(env, "GET", "/subjects")
+    assert none.status_code == 401
+    assert none.json() == {"error_code": 401, "message": "Unauthorized"}
+    assert none.headers["www-authenticate"] == f'Basic realm="{REALM}"'
+    assert raw(env, "GET", "/subjects", ("reader", "wrong")).status_code == 401
+    assert raw(env, "GET", "/subjects", ("nobody", "x")).status_code == 401
+    bad = raw(env, "GET", "/subjects", headers={"Authorization": "Basic !!notbase64"})
+    assert bad.status_code == 401
+    # a role that authentication.roles does not list: authenticated, but forbidden
+    guest = raw(env, "GET", "/subjects", ("guest", PASSWORDS["guest"]))
+    assert guest.status_code == 403 and guest.json()["error_code"] == 403
+    # an MD5: password in the users file; its read-only role is allowed, guest is not
+    assert raw(env, "GET", "/subjects", ("hashed", PASSWORDS["hashed"])).status_code == 200
+    assert raw(env, "PUT", "/mode", ("writer", PASSWORDS["writer"]),
+               json={"mode": "READONLY"}).json()["error_code"] == 40301
+    assert raw(env, "GET", "/mode", ("reader", PASSWORDS["reader"])).json() == {"mode": "READWRITE"}
+
+
+def test_tls_negative(env: Env, tmp_path: Path) -> None:
+    port = env.url.rsplit(":", 1)[1]
+    with pytest.raises(httpx.HTTPError):  # plain HTTP to the HTTPS port
+        httpx.get(f"http://127.0.0.1:{port}/subjects", timeout=10)
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(env.url + "/subjects", timeout=10)  # the system's CAs do not know ours
+    other = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other))
+    with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        httpx.get(env.url + "/subjects", verify=ssl.create_default_context(cafile=str(other)),
+                  timeout=10)
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):  # its httpx's ConnectError
+        SchemaRegistryClient({"url": env.url, "ssl.ca.location": str(other),
+                              "basic.auth.user.info": f"reader:{PASSWORDS['reader']}",
+                              "max.retries": 0}).get_subjects()
+    # the registry still serves after all that
+    assert raw(env, "GET", "/subjects", ("reader", PASSWORDS["reader"])).status_code == 200
+
+
+def test_client_certificates_required(env: Env) -> None:
+    props = {**registry_tls_props(env.tls, "REQUIRED"), **env.store_props}
+    with InProcessRegistry(env.sasl_bs, https=True, props=props) as r:
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(r.url + "/subjects", verify=ssl.create_default_context(
+                cafile=str(env.tls.ca_file)), timeout=10).raise_for_status()
+        crt, key = env.tls.clients["alice"]
+        ok = SchemaRegistryClient({"url": r.url, "ssl.ca.location": str(env.tls.ca_file),
+                                   "ssl.certificate.location": str(crt),
+                                   "ssl.key.location": str(key)})
+        assert isinstance(ok.get_subjects(), list)
+
+
+def test_follower_forwards_credentials(env: Env) -> None:
+    """A follower authenticates the caller, then forwards the write with the caller's header
+    to the HTTPS leader (trusting it through its own ssl.truststore.*)."""
+    props = {**env.auth_props, **env.store_props, "ssl.truststore.location": str(env.tls.ca_file)}
+    with InProcessRegistry(env.sasl_bs, leader_url=env.url, props=props) as f:
+        subject = f"fwd-{uuid.uuid4().hex[:6]}"
+        writer = SchemaRegistryClient({"url": f.url, "basic.auth.user.info":
+                                       f"writer:{PASSWORDS['writer']}"})
+        sid = writer.register_schema(subject, Schema(AVRO, "AVRO"))
+        assert client(env, "reader").get_latest_version(subject).schema_id == sid
+        reader = SchemaRegistryClient({"url": f.url, "basic.auth.user.info":
+                                       f"reader:{PASSWORDS['reader']}"})
+        with pytest.raises(SchemaRegistryError) as e:
+            reader.register_schema(subject, Schema(AVRO2, "AVRO"))
+        assert status(e) == (403, 40301)
+
+
+def test_store_with_wrong_sasl_password_does_not_start(env: Env) -> None:
+    props = {**env.store_props, "kafkastore.timeout.ms": "4000",
+             "kafkastore.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                            'required username="registry" password="wrong";'}
+    r = SamsaRegistry(env.sasl_bs, props=props, startup_timeout=40)
+    try:
+        with pytest.raises(RuntimeError, match="exited with 1"):
+            r.start()
+    finally:
+        r.close()
+
+
+def test_schemas_cli(env: Env, tmp_path: Path) -> None:
+    avsc = tmp_path / "order.avsc"
+    avsc.write_text(AVRO)
+    subject = f"cli-{uuid.uuid4().hex[:6]}-value"
+    conf = tmp_path / "registry-client.properties"
+    conf.write_text(f"schema.registry.url={env.url}\nbasic.auth.credentials.source=USER_INFO\n"
+                    f"basic.auth.user.info=writer:{PASSWORDS['writer']}\n"
+                    f"schema.registry.ssl.truststore.location={env.tls.ca_file}\n")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "samsa.cli.main", "schemas", *args],
+                              capture_output=True, text=True, timeout=60)
+    ok = cli("--command-config", str(conf), "register", subject, str(avsc))
+    assert ok.returncode == 0 and ok.stdout.strip().isdigit(), ok.stderr
+    trust = f"schema.registry.ssl.truststore.location={env.tls.ca_file}"
+    as_reader = ("--registry-url", env.url, "--property", trust, "--property",
+                 "basic.auth.credentials.source=USER_INFO", "--property",
+                 f"basic.auth.user.info=reader:{PASSWORDS['reader']}")
+    ro = cli(*as_reader, "register", subject, str(avsc))
+    assert ro.returncode == 1 and "error 40301" in ro.stderr
+    assert cli(*as_reader, "list").stdout.split().count(subject) == 1
+    # credentials in the URL (basic.auth.credentials.source=URL, the default)
+    url = env.url.replace("https://", f"https://reader:{PASSWORDS['reader']}@")
+    assert cli("--registry-url", url, "--property", trust, "list", subject).stdout.split() == ["1"]
+    anon = cli("--registry-url", env.url, "--property", trust, "list")
+    assert anon.returncode == 1 and "Unauthorized (error 401)" in anon.stderr
+    untrusted = cli("--registry-url", env.url, "list")
+    assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+
+
+def test_connect_avro_converter(env: Env) -> None:
+    from samsa.connect.converters.avro import AvroConverter
+    from samsa.connect.data import INT64_SCHEMA, Struct, struct_schema
+    from samsa.connect.errors import DataException
+
+    schema = struct_schema([("id", INT64_SCHEMA)], name="Order")
+    topic = f"conv-{uuid.uuid4().hex[:6]}"
+    base = {"schema.registry.url": env.url, "basic.auth.credentials.source": "USER_INFO",
+            "schema.registry.ssl.truststore.location": str(env.tls.ca_file)}
+    conv = AvroConverter()
+    conv.configure({**base, "basic.auth.user.info": f"writer:{PASSWORDS['writer']}"}, False)
+    data = conv.from_connect_data(topic, schema, Struct(schema).put("id", 7))
+    assert data is not None and data[0] == 0
+    ro = AvroConverter()
+    ro.configure({**base, "basic.auth.user.info": f"reader:{PASSWORDS['reader']}"}, False)
+    assert ro.to_connect_data(topic, data).value.get("id") == 7
+    with pytest.raises(DataException, match="40301"):
+        ro.from_connect_data(topic + "-other", schema, Struct(schema).put("id", 8))
+
+
+def test_spark_decode_lookups(env: Env) -> None:
+    pytest.importorskip("pyspark")
+    from samsa.spark.registry_decode import latest_id, schema_by_id
+
+    subject = f"spark-{uuid.uuid4().hex[:6]}-value"
+    sid = client(env, "writer").register_schema(subject, Schema(AVRO, "AVRO"))
+    opts = {"basic.auth.credentials.source": "USER_INFO",
+            "basic.auth.user.info": f"reader:{PASSWORDS['reader']}",
+            "schema.registry.ssl.truststore.location": str(env.tls.ca_file)}
+    assert latest_id(env.url, subject, opts) == sid
+    assert json.loads(schema_by_id(env.url, sid, options=opts)["schema"])["name"] == "Order"
+    import urllib.error
+    with pytest.raises(urllib.error.HTTPError) as e:
+        latest_id(env.url, subject, {k: v for k, v in opts.items() if not k.startswith("basic")})
+    assert e.value.code == 401
