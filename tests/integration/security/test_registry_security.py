@@ -23,7 +23,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from samsa.testing import SamsaBroker, free_port
-from samsa.testing.registry import InProcessRegistry, SamsaRegistry, registry_tls_props
+from samsa.testing.registry import InProcessRegistry, SamsaRegistry, registry_tls_props, wait_http
 from samsa.testing.tls import TlsFiles
 from tests.sasl_util import plain_jaas
 
@@ -283,3 +283,75 @@ def test_spark_decode_lookups(env: Env) -> None:
     with pytest.raises(urllib.error.HTTPError) as e:
         latest_id(env.url, subject, {k: v for k, v in opts.items() if not k.startswith("basic")})
     assert e.value.code == 401
+
+
+def test_embedded_registry_settings(env: Env, tmp_path: Path) -> None:
+    """`samsa serve` passes schema.registry.<setting> to its embedded registry."""
+    users, _ = write_users(tmp_path)
+    port = free_port()
+    overrides = {"schema.registry.enable": "true",
+                 "schema.registry.listeners": f"https://127.0.0.1:{port}",
+                 "schema.registry.authentication.method": "BASIC",
+                 "schema.registry.authentication.roles": "admin,read-write,read-only",
+                 "schema.registry.samsa.registry.users.file": str(users),
+                 **{f"schema.registry.{k}": v for k, v in registry_tls_props(env.tls).items()}}
+    with SamsaBroker(overrides=overrides) as b:
+        url = f"https://127.0.0.1:{port}"
+        wait_http(url, 30)
+        assert f"schema registry listening on {url}" in b.log_text()
+        conf = {"url": url, "ssl.ca.location": str(env.tls.ca_file)}
+        writer = SchemaRegistryClient({**conf, "basic.auth.user.info": f"writer:{PASSWORDS['writer']}"})
+        assert writer.register_schema("embedded-value", Schema(AVRO, "AVRO")) >= 1
+        with pytest.raises(SchemaRegistryError) as e:
+            SchemaRegistryClient(conf).get_subjects()
+        assert status(e) == (401, 401)
+
+
+def test_store_with_acls(env: Env) -> None:
+    """With ACLs on, the registry's principal needs the ACLs docs/security.md lists; without
+    them it does not start."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    plain, sasl = free_port(), free_port()
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_SSL://127.0.0.1:{sasl}",
+        **env.tls.broker_ssl("none", prefix="listener.name.sasl_ssl."),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas({"registry": "store-pw"}),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",  # the test's own PLAINTEXT admin
+    }
+    props = {**env.store_props, "kafkastore.timeout.ms": "4000"}
+    with SamsaBroker(port=plain, overrides=overrides) as b:
+        bs = f"127.0.0.1:{sasl}"
+        denied = SamsaRegistry(bs, props=props, startup_timeout=40)
+        try:
+            with pytest.raises(RuntimeError, match="exited with 1"):
+                denied.start()
+        finally:
+            denied.close()
+        p = "User:registry"
+        allow = AclPermissionType.ALLOW
+        lit = ResourcePatternType.LITERAL
+        acls = [AclBinding(ResourceType.TOPIC, "_schemas", lit, p, "*", op, allow)
+                for op in (AclOperation.CREATE, AclOperation.READ, AclOperation.WRITE,
+                           AclOperation.DESCRIBE, AclOperation.DESCRIBE_CONFIGS)]
+        acls += [AclBinding(ResourceType.GROUP, "samsa-registry-reader", lit, p, "*",
+                            AclOperation.READ, allow),
+                 AclBinding(ResourceType.BROKER, "kafka-cluster", lit, p, "*",
+                            AclOperation.IDEMPOTENT_WRITE, allow)]
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_acls(acls, request_timeout=10).values():
+            f.result(15)
+        with SamsaRegistry(bs, props=props) as reg:
+            c = SchemaRegistryClient({"url": reg.url})
+            sid = c.register_schema("acl-value", Schema(AVRO, "AVRO"))
+            assert c.get_latest_version("acl-value").schema_id == sid
