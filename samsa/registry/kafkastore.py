@@ -75,6 +75,7 @@ class KafkaStore:
                     pass
         if self._producer is not None:
             self._producer.flush(5)
+            self._producer = None  # destroyed now, not whenever the server object goes
 
     def _ensure_topic(self) -> None:
         admin = AdminClient(self._base)

@@ -13,7 +13,7 @@ from samsa.config import ConfigError
 from samsa.registry.auth import ADMIN, READ, WRITE, BasicAuth, jaas_users_file, parse_users, required
 from samsa.registry.client_config import RegistryClientSettings
 from samsa.registry.storeconf import bootstrap, client_config
-from samsa.registry.tls import client_auth
+from samsa.registry.tls import client_auth, forwarding_context
 
 
 def basic(user: str, pw: str) -> str:
@@ -149,3 +149,15 @@ def test_client_authentication_names() -> None:
     assert client_auth({"ssl.client.auth": "true"}.get) == "required"
     with pytest.raises(ConfigError):
         client_auth({"ssl.client.authentication": "MAYBE"}.get)
+
+
+def test_forwarding_context(tmp_path: Path) -> None:
+    from samsa.testing.tls import TlsFiles
+
+    tls = TlsFiles.create(tmp_path)
+    base = {"ssl.truststore.location": str(tls.ca_file), "ssl.keystore.location": str(tls.server_file)}
+    assert forwarding_context(base.get).check_hostname
+    off = forwarding_context({**base, "ssl.endpoint.identification.algorithm": ""}.get)
+    assert not off.check_hostname
+    with pytest.raises(ConfigError, match="forwarding"):
+        forwarding_context({"ssl.keystore.location": str(tmp_path / "missing.pem")}.get)

@@ -176,7 +176,7 @@ def test_tls_negative(env: Env, tmp_path: Path) -> None:
     assert raw(env, "GET", "/subjects", ("reader", PASSWORDS["reader"])).status_code == 200
 
 
-def test_client_certificates_required(env: Env) -> None:
+def test_client_certificates_required(env: Env, tmp_path: Path) -> None:
     props = {**registry_tls_props(env.tls, "REQUIRED"), **env.store_props}
     with InProcessRegistry(env.sasl_bs, https=True, props=props) as r:
         with pytest.raises(httpx.HTTPError):
@@ -187,6 +187,15 @@ def test_client_certificates_required(env: Env) -> None:
                                    "ssl.certificate.location": str(crt),
                                    "ssl.key.location": str(key)})
         assert isinstance(ok.get_subjects(), list)
+        # a follower forwarding to this leader shows its own key store (PEM: key + chain)
+        keystore = tmp_path / "follower.pem"
+        keystore.write_bytes(key.read_bytes() + crt.read_bytes())
+        fprops = {**env.store_props, "ssl.truststore.location": str(env.tls.ca_file),
+                  "ssl.keystore.location": str(keystore)}
+        with InProcessRegistry(env.sasl_bs, leader_url=r.url, props=fprops) as f:
+            sid = SchemaRegistryClient({"url": f.url}).register_schema(
+                f"mtls-{uuid.uuid4().hex[:6]}", Schema(AVRO, "AVRO"))
+            assert ok.get_schema(sid).schema_type == "AVRO"
 
 
 def test_follower_forwards_credentials(env: Env) -> None:
@@ -288,9 +297,9 @@ def test_spark_decode_lookups(env: Env) -> None:
 def test_embedded_registry_settings(env: Env, tmp_path: Path) -> None:
     """`samsa serve` passes schema.registry.<setting> to its embedded registry."""
     users, _ = write_users(tmp_path)
-    port = free_port()
+    port, http_port = free_port(), free_port()
     overrides = {"schema.registry.enable": "true",
-                 "schema.registry.listeners": f"https://127.0.0.1:{port}",
+                 "schema.registry.listeners": f"https://127.0.0.1:{port},http://127.0.0.1:{http_port}",
                  "schema.registry.authentication.method": "BASIC",
                  "schema.registry.authentication.roles": "admin,read-write,read-only",
                  "schema.registry.samsa.registry.users.file": str(users),
@@ -298,7 +307,11 @@ def test_embedded_registry_settings(env: Env, tmp_path: Path) -> None:
     with SamsaBroker(overrides=overrides) as b:
         url = f"https://127.0.0.1:{port}"
         wait_http(url, 30)
-        assert f"schema registry listening on {url}" in b.log_text()
+        assert f"schema registry listening on {url}, http://127.0.0.1:{http_port}" in b.log_text()
+        plain = httpx.get(f"http://127.0.0.1:{http_port}/subjects", timeout=10)
+        assert plain.status_code == 401  # the http:// listener beside it, same users
+        assert httpx.get(f"http://127.0.0.1:{http_port}/subjects", timeout=10, auth=(
+            "reader", PASSWORDS["reader"])).status_code == 200
         conf = {"url": url, "ssl.ca.location": str(env.tls.ca_file)}
         writer = SchemaRegistryClient({**conf, "basic.auth.user.info": f"writer:{PASSWORDS['writer']}"})
         assert writer.register_schema("embedded-value", Schema(AVRO, "AVRO")) >= 1
