@@ -69,7 +69,11 @@ async def _serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
-    registry = await _start_registry(config, broker.host, broker.port)
+    try:
+        registry = await _start_registry(config, broker.host, broker.port)
+    except BaseException:  # e.g. a registry setting that cannot work: stop the broker cleanly
+        await broker.stop()
+        raise
     registry_url = registry.url if registry else None
     connect = await _start_connect(config, broker.host, broker.port, registry_url)
     await stop.wait()
