@@ -368,3 +368,14 @@ def test_store_with_acls(env: Env) -> None:
             c = SchemaRegistryClient({"url": reg.url})
             sid = c.register_schema("acl-value", Schema(AVRO, "AVRO"))
             assert c.get_latest_version("acl-value").schema_id == sid
+
+
+def test_embedded_registry_bad_settings_stop_serve(tmp_path: Path) -> None:
+    port = free_port()
+    r = subprocess.run([sys.executable, "-m", "samsa.cli.main", "serve", "--listeners",
+                        f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(tmp_path / "data"),
+                        "--schema-registry", f"http://127.0.0.1:{free_port()}",
+                        "--override", "schema.registry.authentication.method=BASIC"],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 1
+    assert "authentication.method=BASIC needs users" in r.stderr
