@@ -277,17 +277,27 @@ def test_connect_avro_converter(env: Env) -> None:
         ro.from_connect_data(topic + "-other", schema, Struct(schema).put("id", 8))
 
 
-def test_spark_decode_lookups(env: Env) -> None:
-    pytest.importorskip("pyspark")
-    from samsa.spark.registry_decode import latest_id, schema_by_id
+def test_spark_decode(env: Env, spark: Any) -> None:
+    """from_avro with registry options: the planner's lookups and the Python workers' (which
+    fetch the writer schema themselves) pass credentials and trust the registry's CA."""
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
 
-    subject = f"spark-{uuid.uuid4().hex[:6]}-value"
-    sid = client(env, "writer").register_schema(subject, Schema(AVRO, "AVRO"))
+    from samsa.spark.registry_decode import from_avro, latest_id, schema_by_id
+
+    topic = f"spark-{uuid.uuid4().hex[:6]}"
+    ser = AvroSerializer(client(env, "writer"), AVRO)
+    framed = [ser({"id": i}, SerializationContext(topic, MessageField.VALUE)) for i in range(3)]
+    subject = f"{topic}-value"
+    sid = client(env, "reader").get_latest_version(subject).schema_id
     opts = {"basic.auth.credentials.source": "USER_INFO",
             "basic.auth.user.info": f"reader:{PASSWORDS['reader']}",
             "schema.registry.ssl.truststore.location": str(env.tls.ca_file)}
     assert latest_id(env.url, subject, opts) == sid
     assert json.loads(schema_by_id(env.url, sid, options=opts)["schema"])["name"] == "Order"
+    df = spark.createDataFrame([(f,) for f in framed], "value binary")
+    got = df.select(from_avro("value", env.url, schema_id=sid, options=opts).alias("o")).collect()
+    assert [r.o.id for r in got] == [0, 1, 2]
     import urllib.error
     with pytest.raises(urllib.error.HTTPError) as e:
         latest_id(env.url, subject, {k: v for k, v in opts.items() if not k.startswith("basic")})
