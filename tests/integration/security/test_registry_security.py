@@ -277,6 +277,27 @@ def test_connect_avro_converter(env: Env) -> None:
         ro.from_connect_data(topic + "-other", schema, Struct(schema).put("id", 8))
 
 
+def test_connector_takes_worker_registry_settings(env: Env) -> None:
+    """A connector naming a registry converter without a URL takes the worker's URL and, with
+    it, the worker's credentials and TLS settings for that converter."""
+    from samsa.connect.data import INT64_SCHEMA, Struct, struct_schema
+    from samsa.connect.plugins import Plugins
+    from samsa.connect.runtime.worker_task import build_converters
+
+    avro = "io.confluent.connect.avro.AvroConverter"
+    string = "org.apache.kafka.connect.storage.StringConverter"
+    worker = {"value.converter.schema.registry.url": env.url,
+              "value.converter.basic.auth.credentials.source": "USER_INFO",
+              "value.converter.basic.auth.user.info": f"writer:{PASSWORDS['writer']}",
+              "value.converter.schema.registry.ssl.truststore.location": str(env.tls.ca_file)}
+    defaults = {"key.converter": string, "value.converter": string,
+                "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter"}
+    conv = build_converters(Plugins(), {"value.converter": avro}, worker, defaults).value
+    schema = struct_schema([("id", INT64_SCHEMA)], name="Order")
+    data = conv.from_connect_data(f"wk-{uuid.uuid4().hex[:6]}", schema, Struct(schema).put("id", 1))
+    assert data is not None and data[0] == 0
+
+
 def test_spark_decode(env: Env, spark: Any) -> None:
     """from_avro with registry options: the planner's lookups and the Python workers' (which
     fetch the writer schema themselves) pass credentials and trust the registry's CA."""
