@@ -298,6 +298,29 @@ def test_connector_takes_worker_registry_settings(env: Env) -> None:
     assert data is not None and data[0] == 0
 
 
+def test_pipeline_registry_props(env: Env, tmp_path: Path) -> None:
+    """The pipeline's generator registers and serializes through a secured registry; its Spark
+    driver and Connect sink get the same settings."""
+    from samsa.pipeline import events
+    from samsa.pipeline.connect import ConnectProcess
+    from samsa.pipeline.driver import SparkDriver
+
+    props = {"basic.auth.credentials.source": "USER_INFO",
+             "basic.auth.user.info": f"writer:{PASSWORDS['writer']}",
+             "schema.registry.ssl.truststore.location": str(env.tls.ca_file)}
+    sid = events.register_schema(env.url, props)
+    assert client(env, "reader").get_latest_version(events.SUBJECT).schema_id == sid
+    events.ensure_topic(env.plain_bs)
+    out = events.generate(env.plain_bs, env.url, 5, start_ms=0, span_ms=60_000, seed=1,
+                          registry_props=props)
+    assert out.count == 5
+    driver = SparkDriver(env.plain_bs, env.url, "duckdb:x", tmp_path, registry_props=props)
+    assert f"basic.auth.user.info=writer:{PASSWORDS['writer']}" in driver.argv
+    ConnectProcess(env.plain_bs, env.url, tmp_path, free_port(), {}, registry_props=props)
+    worker = (tmp_path / "connect-worker.properties").read_text()
+    assert f"value.converter.schema.registry.ssl.truststore.location={env.tls.ca_file}" in worker
+
+
 def test_spark_decode(env: Env, spark: Any) -> None:
     """from_avro with registry options: the planner's lookups and the Python workers' (which
     fetch the writer schema themselves) pass credentials and trust the registry's CA."""
