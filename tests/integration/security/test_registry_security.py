@@ -10,6 +10,7 @@ import json
 import ssl
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -361,7 +362,12 @@ def test_embedded_registry_settings(env: Env, tmp_path: Path) -> None:
     with SamsaBroker(overrides=overrides) as b:
         url = f"https://127.0.0.1:{port}"
         wait_http(url, 30)
-        assert f"schema registry listening on {url}, http://127.0.0.1:{http_port}" in b.log_text()
+        line = f"schema registry listening on {url}, http://127.0.0.1:{http_port}"
+        for _ in range(100):  # printed just after the listeners answer
+            if line in b.log_text():
+                break
+            time.sleep(0.1)
+        assert line in b.log_text()
         plain = httpx.get(f"http://127.0.0.1:{http_port}/subjects", timeout=10)
         assert plain.status_code == 401  # the http:// listener beside it, same users
         assert httpx.get(f"http://127.0.0.1:{http_port}/subjects", timeout=10, auth=(
