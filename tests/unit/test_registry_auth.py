@@ -161,3 +161,26 @@ def test_forwarding_context(tmp_path: Path) -> None:
     assert not off.check_hostname
     with pytest.raises(ConfigError, match="forwarding"):
         forwarding_context({"ssl.keystore.location": str(tmp_path / "missing.pem")}.get)
+
+
+def test_registry_command_settings(tmp_path: Path) -> None:
+    import argparse
+
+    from samsa.cli.registry import add_parser, registry_config
+
+    conf = tmp_path / "schema-registry.properties"
+    conf.write_text("listeners=https://0.0.0.0:8443,http://127.0.0.1:8081\n"
+                    "kafkastore.bootstrap.servers=SASL_SSL://b1:9094\nkafkastore.topic=_sr\n"
+                    "schema.compatibility.level=full\nauthentication.method=BASIC\n")
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers())
+    cfg = registry_config(ap.parse_args(["registry", str(conf), "--override", "kafkastore.timeout.ms=5000"]))
+    assert cfg.listeners == [("https", "0.0.0.0", 8443), ("http", "127.0.0.1", 8081)]
+    assert (cfg.topic, cfg.compatibility, cfg.timeout_s) == ("_sr", "FULL", 5.0)
+    assert cfg.props["authentication.method"] == "BASIC" and cfg.bootstrap == ""
+    flags = registry_config(ap.parse_args(["registry", str(conf), "--bootstrap-server", "x:1",
+                                           "--listen", "127.0.0.1:9"]))
+    assert flags.bootstrap == "x:1" and "kafkastore.bootstrap.servers" not in flags.props
+    assert flags.listeners == [("http", "127.0.0.1", 9)]
+    with pytest.raises(ConfigError, match="neither http"):
+        _ = registry_config(ap.parse_args(["registry", "--listen", "ftp://h:1"])).listeners

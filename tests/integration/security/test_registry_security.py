@@ -5,8 +5,10 @@ raw httpx, the `samsa schemas` CLI, the Connect Avro converter and the Spark dec
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import random
 import ssl
 import subprocess
 import sys
@@ -148,6 +150,14 @@ def test_raw_http_answers(env: Env) -> None:
     assert raw(env, "GET", "/subjects", ("nobody", "x")).status_code == 401
     bad = raw(env, "GET", "/subjects", headers={"Authorization": "Basic !!notbase64"})
     assert bad.status_code == 401
+    rng = random.Random(17)
+    garbage = ["Basic", "basic " + base64.b64encode(b"reader").decode(),
+               "Basic " + base64.b64encode(b"\xff\xfe:\x00").decode(), "Digest x", "B" * 4000,
+               "Basic " + base64.b64encode(b":").decode(), "Basic " + "=" * 100]
+    garbage += ["Basic " + base64.b64encode(rng.randbytes(rng.randrange(1, 300))).decode()
+                for _ in range(20)]
+    for value in garbage:  # never a 500, never served
+        assert raw(env, "GET", "/subjects", headers={"Authorization": value}).status_code == 401
     # a role that authentication.roles does not list: authenticated, but forbidden
     guest = raw(env, "GET", "/subjects", ("guest", PASSWORDS["guest"]))
     assert guest.status_code == 403 and guest.json()["error_code"] == 403
