@@ -61,6 +61,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 async def _serve(config: BrokerConfig) -> None:
     from samsa.broker.broker import Broker
 
+    _check_registry(config)
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()
@@ -84,19 +85,34 @@ async def _serve(config: BrokerConfig) -> None:
     await broker.stop()
 
 
+def _check_registry(config: BrokerConfig) -> None:
+    """The embedded registry's settings (users, key stores...) before the broker starts: a
+    setting that cannot work is a ConfigError naming it, not a broker started for nothing."""
+    if config.get_bool("schema.registry.enable"):
+        from samsa.registry.server import RegistryServer
+
+        RegistryServer(_registry_config(config, "127.0.0.1", 9092))
+
+
+def _registry_config(config: BrokerConfig, host: str, port: int) -> Any:
+    from samsa.registry.server import RegistryConfig
+
+    return RegistryConfig(
+        bootstrap=f"{host}:{port}",
+        listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
+        topic=config.get("schema.registry.topic") or "_schemas",
+        leader_url=config.get("schema.registry.leader.url") or None,
+        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper(),
+        props=registry_props(config))
+
+
 async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
     """The schema registry in the broker's process and event loop, when enabled."""
     if not config.get_bool("schema.registry.enable"):
         return None
-    from samsa.registry.server import RegistryConfig, RegistryServer
+    from samsa.registry.server import RegistryServer
 
-    rc = RegistryConfig(bootstrap=f"{host}:{port}",
-                        listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
-                        topic=config.get("schema.registry.topic") or "_schemas",
-                        leader_url=config.get("schema.registry.leader.url") or None,
-                        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper(),
-                        props=registry_props(config))
-    registry = RegistryServer(rc)
+    registry = RegistryServer(_registry_config(config, host, port))
     await registry.start()
     print(f"samsa: schema registry listening on {', '.join(registry.urls)}", flush=True)
     return registry
