@@ -26,6 +26,7 @@ from .cluster import CONTROLLER, SamsaCluster
 from .tls import TlsFiles
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 NODE_USER, NODE_PASSWORD = "node", "node-secret"
 CERT_RULES = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"
@@ -45,9 +46,10 @@ class SecureSettings:
     users: dict[str, str] = field(default_factory=dict)  # SASL: name -> password
     bootstrap: str = ""
 
-    def client(self, user: str) -> dict[str, str]:
+    def client(self, user: str) -> dict[str, Any]:
         """confluent-kafka settings for `user` (SASL_SSL: PLAIN; SSL: its certificate)."""
-        conf = {"bootstrap.servers": self.bootstrap, "security.protocol": self.protocol,
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap,
+                                "security.protocol": self.protocol,
                 "ssl.ca.location": str(self.tls.ca_file)}
         if self.protocol == "SASL_SSL":
             conf |= {"sasl.mechanism": "PLAIN", "sasl.username": user,
@@ -71,7 +73,8 @@ class SecureSettings:
 
 
 def node_overrides(cluster: SamsaCluster, protocol: str, *, password: str = NODE_PASSWORD,
-                   users: dict[str, str] | None = None) -> dict[int, dict[str, str]]:
+                   users: dict[str, str] | None = None,
+                   inter_broker_mechanism: str = "PLAIN") -> dict[int, dict[str, str]]:
     """Per node: the listeners of `protocol`, and for SASL the JAAS configs with this node's
     login (`node` / `password`: a wrong one makes a node that cannot join)."""
     out: dict[int, dict[str, str]] = {}
@@ -90,21 +93,29 @@ def node_overrides(cluster: SamsaCluster, protocol: str, *, password: str = NODE
             jaas = plain_jaas(NODE_USER, password, users or {})
             o[f"listener.name.{protocol.lower()}.plain.sasl.jaas.config"] = jaas
             o[f"listener.name.{CONTROLLER.lower()}.plain.sasl.jaas.config"] = jaas
+            if inter_broker_mechanism.startswith("SCRAM-"):
+                o[f"listener.name.{protocol.lower()}.{inter_broker_mechanism.lower()}"
+                  f".sasl.jaas.config"] = (f'{SCRAM_MODULE} required username="{NODE_USER}" '
+                                           f'password="{password}";')
         out[spec.node_id] = o
     return out
 
 
 def secure(cluster: SamsaCluster, tls: TlsFiles, protocol: str = "SASL_SSL",
-           users: dict[str, str] | None = None) -> SecureSettings:
-    """Make `cluster` (not started yet) a secured one; returns the client side of it."""
+           users: dict[str, str] | None = None,
+           inter_broker_mechanism: str = "PLAIN") -> SecureSettings:
+    """Make `cluster` (not started yet) a secured one; returns the client side of it.
+    `inter_broker_mechanism` SCRAM-SHA-256/512: brokers fetch from each other with SCRAM (the
+    controller listener stays PLAIN), once the `node` credential exists (`add_node_scram`)."""
     if protocol not in ("SSL", "SASL_SSL"):
         raise ValueError("secure() builds SSL or SASL_SSL clusters")
     all_users = {NODE_USER: NODE_PASSWORD, "admin": "admin-secret", **(users or {})}
     settings = SecureSettings(protocol, tls, all_users, cluster.bootstrap)
     common = {**tls.broker_ssl("none"), "authorizer.class.name": STANDARD_AUTHORIZER}
     if protocol == "SASL_SSL":
-        common |= {"sasl.enabled.mechanisms": "PLAIN",
-                   "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        mechs = "PLAIN" if inter_broker_mechanism == "PLAIN" else f"PLAIN,{inter_broker_mechanism}"
+        common |= {"sasl.enabled.mechanisms": mechs,
+                   "sasl.mechanism.inter.broker.protocol": inter_broker_mechanism,
                    "sasl.mechanism.controller.protocol": "PLAIN",
                    "super.users": f"User:{NODE_USER};User:admin"}
     else:
@@ -113,10 +124,29 @@ def secure(cluster: SamsaCluster, tls: TlsFiles, protocol: str = "SASL_SSL",
         common |= {"ssl.client.auth": "required", "ssl.principal.mapping.rules": CERT_RULES,
                    "super.users": f"{NODE_CERT_PRINCIPAL};User:admin"}
     cluster.overrides.update(common)
-    for node_id, o in node_overrides(cluster, protocol, users=all_users).items():
+    for node_id, o in node_overrides(cluster, protocol, users=all_users,
+                                     inter_broker_mechanism=inter_broker_mechanism).items():
         cluster.node_overrides.setdefault(node_id, {}).update(o)
     cluster.wire_security = settings.node_security("admin")
     return settings
+
+
+def add_node_scram(settings: SecureSettings, mechanism: str = "SCRAM-SHA-512") -> None:
+    """The `node` user's SCRAM credential, set by `admin` (KIP-554), for SCRAM between brokers."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    mech = {"SCRAM-SHA-256": ScramMechanism.SCRAM_SHA_256,
+            "SCRAM-SHA-512": ScramMechanism.SCRAM_SHA_512}[mechanism]
+    admin = AdminClient(settings.client("admin"))
+    up = UserScramCredentialUpsertion(NODE_USER, ScramCredentialInfo(mech, 4096),
+                                      settings.users[NODE_USER].encode())
+    for f in admin.alter_user_scram_credentials([up]).values():
+        f.result(30)
 
 
 class _SecureConnection:

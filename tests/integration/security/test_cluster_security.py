@@ -29,7 +29,13 @@ from confluent_kafka.admin import (
 
 from samsa.testing import SamsaCluster
 from samsa.testing.cluster import write_config
-from samsa.testing.secure_cluster import NODE_USER, SecureSettings, plain_jaas, secure
+from samsa.testing.secure_cluster import (
+    NODE_USER,
+    SecureSettings,
+    add_node_scram,
+    plain_jaas,
+    secure,
+)
 from samsa.testing.tls import TlsFiles
 from tests.cluster_util import wait_until
 
@@ -142,12 +148,15 @@ def sasl_cluster(tls: TlsFiles, tmp_path_factory: pytest.TempPathFactory,
     # sessions of 4 s (KIP-368): nodes must renew theirs or lose their connections
     c = SamsaCluster(4, controllers=3, overrides={**OVERRIDES, "connections.max.reauth.ms": "4000"},
                      data_dir=tmp_path_factory.mktemp("sasl-cluster"))
-    sec = secure(c, tls, "SASL_SSL", users=USERS)
+    # brokers fetch from each other with SCRAM-SHA-512 (credential set once the quorum runs:
+    # the controller listener stays PLAIN, as a node must reach it before any credential exists)
+    sec = secure(c, tls, "SASL_SSL", users=USERS, inter_broker_mechanism="SCRAM-SHA-512")
     wrong = plain_jaas(NODE_USER, "not-the-password", {})
     c.node_overrides[4].update({"listener.name.sasl_ssl.plain.sasl.jaas.config": wrong,
                                 "listener.name.controller.plain.sasl.jaas.config": wrong})
     try:
         start_nodes(c, [1, 2, 3])
+        add_node_scram(sec)
         yield c, sec
     finally:
         c.close()
