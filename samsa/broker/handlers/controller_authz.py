@@ -3,7 +3,8 @@
 - the RPCs only nodes send (the KRaft quorum's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
   FetchSnapshot; BrokerRegistration, BrokerHeartbeat, AllocateProducerIds, AlterPartition) need
   CLUSTER_ACTION on the cluster;
-- DescribeQuorum and DescribeCluster need DESCRIBE on the cluster;
+- DescribeQuorum needs DESCRIBE on the cluster, DescribeCluster ALTER ("unlike on the broker",
+  as Kafka's ControllerApis puts it);
 - admin requests (CreateTopics, ACLs, configs, ...) are authorized as on a broker listener,
   except when they come from a node (a principal allowed CLUSTER_ACTION): those are forwarded
   requests, already authorized by the broker that received them (Kafka checks the forwarding
@@ -33,7 +34,8 @@ log = logging.getLogger("samsa.authorizer")
 NODE_APIS = frozenset({apis.VOTE, apis.BEGIN_QUORUM_EPOCH, apis.END_QUORUM_EPOCH, apis.FETCH,
                        apis.FETCH_SNAPSHOT, apis.BROKER_REGISTRATION, apis.BROKER_HEARTBEAT,
                        apis.ALLOCATE_PRODUCER_IDS, apis.ALTER_PARTITION})
-DESCRIBE_APIS = frozenset({apis.DESCRIBE_QUORUM, apis.DESCRIBE_CLUSTER})
+# other APIs with one cluster operation on a CONTROLLER listener
+CLUSTER_OPERATION = {apis.DESCRIBE_QUORUM: az.OP_DESCRIBE, apis.DESCRIBE_CLUSTER: az.OP_ALTER}
 LOG_EVERY_S = 30.0
 _logged: dict[tuple[str, str], float] = {}
 
@@ -73,8 +75,8 @@ def gate(api: int, handler: Any) -> Any:
     first (unchanged for APIs that are not node RPCs or descriptions)."""
     if api in NODE_APIS:
         operation = az.OP_CLUSTER_ACTION
-    elif api in DESCRIBE_APIS:
-        operation = az.OP_DESCRIBE
+    elif api in CLUSTER_OPERATION:
+        operation = CLUSTER_OPERATION[api]
     else:
         return handler
 

@@ -240,8 +240,8 @@ def test_ssl_cluster_with_certificate_principals(tls: TlsFiles, tmp_path: Path) 
 def test_controller_listener_authorizes_clients(
         sasl_cluster: tuple[SamsaCluster, SecureSettings]) -> None:
     """A client on the CONTROLLER listener (KIP-919 style) is authorized as Kafka's
-    ControllerApis does: DescribeQuorum needs DESCRIBE on the cluster, a node RPC CLUSTER_ACTION,
-    CreateTopics the topic's CREATE."""
+    ControllerApis does: DescribeQuorum needs DESCRIBE on the cluster, DescribeCluster ALTER, a
+    node RPC CLUSTER_ACTION, CreateTopics the topic's CREATE."""
     from samsa.cli import _cluster_wire as w
     from samsa.testing.secure_cluster import wire_connect
 
@@ -250,6 +250,9 @@ def test_controller_listener_authorizes_clients(
     body = {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}
     with wire_connect(address, 5, sec.node_security("mallory", "CONTROLLER")) as conn:
         assert conn.request(w.DESCRIBE_QUORUM, 2, body).error_code == 31
+        described = conn.request(w.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations":
+                                                         False, "endpoint_type": 2})
+        assert described.error_code == 31
         # BrokerHeartbeat from a principal that is no node: CLUSTER_AUTHORIZATION_FAILED
         hb = conn.request(63, 1, {"broker_id": 9, "broker_epoch": 1,
                                   "current_metadata_offset": 0, "want_fence": False,
