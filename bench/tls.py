@@ -12,6 +12,11 @@ turn. Consume time runs from assign() to the last record. The report is printed 
 --out (default bench/results/tls-latest.md).
 
     PYTHONPATH=. python bench/tls.py --records 100000 --rounds 3
+
+`--profile SSL` (or another protocol) adds one more produce + consume turn of that protocol with
+`perf record` sampling the broker; where its CPU went (by shared object: OpenSSL, the Python
+interpreter, uvloop, the kernel; and the hottest symbols) is added to the report and kept in
+bench/results/tls-profile-latest.txt.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,6 +116,37 @@ def listeners(tls: TlsFiles) -> tuple[dict[str, str], dict[str, tuple[str, dict[
 
 
 KEYS = ("produce", "consume", "broker_produce", "broker_consume", "client")
+PROFILE_OUT = Path(__file__).resolve().parent / "results" / "tls-profile-latest.txt"
+
+
+def _perf_report(data: Path, sort: str, top: int) -> list[str]:
+    out = subprocess.run(["perf", "report", "--stdio", "--no-children", "--sort", sort,
+                          "-i", str(data)], capture_output=True, text=True, check=False).stdout
+    rows = [ln.strip() for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    return [f"- {r[:140]}" for r in rows[:top]]
+
+
+def profile_turn(pid: int, bs: str, conf: dict[str, str], records: int, size: int) -> list[str]:
+    """One produce + consume turn with `perf record` sampling the broker process; where its CPU
+    went, by shared object (OpenSSL, Python, uvloop, the kernel) and by symbol."""
+    if shutil.which("perf") is None:
+        return ["(perf not found: no profile)"]
+    data = PROFILE_OUT.with_suffix(".data")
+    rec = subprocess.Popen(["perf", "record", "-F", "2999", "-p", str(pid), "-o", str(data)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # attached
+    topic = f"bench-tls-profile-{uuid.uuid4().hex[:6]}"
+    produce(bs, conf, topic, records, size)
+    consume(bs, conf, topic, records, size)
+    rec.send_signal(2)  # SIGINT: perf writes what it has
+    rec.wait(60)
+    by_dso = _perf_report(data, "dso", 8)
+    by_sym = _perf_report(data, "dso,sym", 15)
+    PROFILE_OUT.write_text("\n".join(["by shared object:", *by_dso, "", "by symbol:", *by_sym])
+                           + "\n")
+    data.unlink(missing_ok=True)
+    return ["Broker CPU samples (perf record -F 2999 -p <broker>), by shared object:", "",
+            *by_dso, "", "Hottest symbols:", "", *by_sym]
 
 
 def main() -> None:
@@ -117,6 +155,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
+    ap.add_argument("--profile", choices=("PLAINTEXT", "SSL", "SASL_SSL"), default=None)
     args = ap.parse_args()
     mb = args.records * args.size / 1e6
     with tempfile.TemporaryDirectory(prefix="samsa-bench-tls-") as tmp:
@@ -149,6 +188,8 @@ def main() -> None:
                           f"{co:7.1f} MB/s  broker CPU {r['broker_produce'][-1]:.1f} / "
                           f"{r['broker_consume'][-1]:.1f} ms/MB  clients "
                           f"{r['client'][-1]:.1f} ms/MB", file=sys.stderr, flush=True)
+            profile = (profile_turn(b.proc.pid, *protocols[args.profile], args.records, args.size)
+                       if args.profile else [])
     med = {p: {k: statistics.median(v) for k, v in r.items()} for p, r in results.items()}
     base = med["PLAINTEXT"]
     lines = [f"{args.records} records x {args.size} B per protocol and round, {args.rounds} "
@@ -167,6 +208,8 @@ def main() -> None:
         lines.append(f"- {p}: " + ", ".join(f"{a:.1f} / {c:.1f}"
                                            for a, c in zip(r["produce"], r["consume"],
                                                            strict=True)))
+    if profile:
+        lines += ["", f"Profile of one {args.profile} turn:", "", *profile]
     report = "\n".join(lines) + "\n"
     print("\n" + report)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
