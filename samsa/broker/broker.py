@@ -81,7 +81,7 @@ class Broker:
             self.node_id, ReplicationConfig.from_broker(config.get_int), lambda: self.node.image,
             self.inter_broker_listener, lambda: self.lifecycle.broker_epoch,
             self._alter_partition, self._min_isr)
-        self.replicas.security = self.inter_broker_security  # type: ignore[attr-defined]
+        self.replicas.security = self.inter_broker_security
         self.replicas.rack_aware = (config.get("replica.selector.class") or "").endswith(
             "RackAwareReplicaSelector")
         self.replicas.broker_setting = self._broker_setting

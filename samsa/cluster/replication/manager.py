@@ -89,6 +89,7 @@ class ReplicaManager:
         self.cfg = cfg
         self._image = image
         self.listener = listener  # the inter-broker listener: where followers fetch
+        self.security: Any = None  # its TLS / SASL (cluster.node_security.NodeSecurity), if any
         self.broker_epoch = broker_epoch
         self._alter_partition = alter_partition
         self._min_isr = min_isr
