@@ -148,7 +148,10 @@ def _reuse_ports(spec: NodeSpec) -> NodeSpec:
         name, sep, rest = item.strip().partition("://")
         if sep and rest.rpartition(":")[2].isdigit():
             ports[name] = int(rest.rpartition(":")[2])
-    return replace(spec, port=ports.get(PLAINTEXT, spec.port) if spec.is_broker else 0,
+    # the client listener may be named otherwise (samsa.testing.secure_cluster: SASL_SSL, SSL)
+    broker_port = ports.get(PLAINTEXT, next((p for n, p in ports.items() if n != CONTROLLER),
+                                            spec.port))
+    return replace(spec, port=broker_port if spec.is_broker else 0,
                    controller_port=ports.get(CONTROLLER, spec.controller_port)
                    if spec.is_controller else 0)
 
