@@ -173,6 +173,16 @@ def librdkafka_config(props: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def fail_on_auth_error(err: Any) -> None:
+    """A librdkafka `error_cb` that raises a failed TLS handshake or SASL login out of the
+    client's poll()/flush()/consume() (librdkafka itself would retry until a timeout, where the
+    Java client fails the call at once)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL):
+        raise KafkaException(err)
+
+
 # ---- raw-protocol clients -----------------------------------------------------------------
 
 @dataclass(frozen=True)

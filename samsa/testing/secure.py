@@ -100,7 +100,7 @@ class SecureBroker:
         )
 
         admin = AdminClient({"bootstrap.servers": self.plaintext})
-        ups = [UserScramCredentialUpsertion(u, ScramCredentialInfo(m, 4096), p.encode())
+        ups: list[Any] = [UserScramCredentialUpsertion(u, ScramCredentialInfo(m, 4096), p.encode())
                for u, p in self.users.items()
                for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
         for f in admin.alter_user_scram_credentials(ups).values():
