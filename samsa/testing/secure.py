@@ -160,3 +160,30 @@ class SecureBroker:
         props = self.java(user, mechanism, cert=cert)
         return {"kafka.bootstrap.servers": self.bootstrap_for(props),
                 **{f"kafka.{k}": v for k, v in props.items()}}
+
+    def connect_worker_props(self, user: str = "admin", mechanism: str = "PLAIN",
+                             clients: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+        """Connect worker settings reaching the SASL_SSL listener: the worker's own clients as
+        `user` (top-level settings), connectors' producers/consumers and admin clients as given
+        in `clients` ({"producer": java props, "consumer": ..., "admin": ...}), else as `user`
+        too (Kafka's workers need producer.* / consumer.* for their connectors' clients)."""
+        own = self.java(user, mechanism)
+        out = {"bootstrap.servers": self.sasl_ssl, **own}
+        for kind in ("producer", "consumer", "admin"):
+            for k, v in ((clients or {}).get(kind, own)).items():
+                out[f"{kind}.{k}"] = v
+        return out
+
+    def rest_https_props(self, client_auth: str = "none") -> dict[str, str]:
+        """listeners.https.ssl.* for a Connect REST listener on 127.0.0.1 (the broker's
+        certificate: it names 127.0.0.1), trusting this CA for client certificates."""
+        return {"listeners.https.ssl.keystore.type": "PEM",
+                "listeners.https.ssl.keystore.location": str(self.tls.server_file),
+                "listeners.https.ssl.truststore.type": "PEM",
+                "listeners.https.ssl.truststore.location": str(self.tls.ca_file),
+                "listeners.https.ssl.client.auth": client_auth}
+
+    def client_cert(self, name: str) -> tuple[str, str]:
+        """(certificate file, key file) of client `name`, e.g. for httpx's `cert=`."""
+        crt, key = self.tls.clients[name]
+        return str(crt), str(key)
