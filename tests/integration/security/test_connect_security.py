@@ -8,6 +8,8 @@ so each principal can only do what it was granted: the records landing proves wh
 from __future__ import annotations
 
 import ssl
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from confluent_kafka.admin import (
 )
 
 from samsa.testing.connect import ConnectWorker
-from samsa.testing.secure import SecureBroker, jaas
+from samsa.testing.secure import SecureBroker, jaas, write_properties
 from tests.spark_util import create_topic, read_all
 
 pytestmark = pytest.mark.timeout(300)
@@ -59,6 +61,7 @@ def wait_for(check: object, what: str, timeout: float = 60.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow  # ~30 s: a distributed worker's start and four connectors
 def test_distributed_worker_over_sasl_ssl_with_https_rest(sb: SecureBroker, tmp_path: Path) -> None:
     alice = sb.java("alice", "SCRAM-SHA-512")
     props = {**sb.connect_worker_props("admin", "SCRAM-SHA-256",
@@ -93,6 +96,13 @@ def test_distributed_worker_over_sasl_ssl_with_https_rest(sb: SecureBroker, tmp_
                  "the source's records")
         wait_for(lambda: out.exists() and sorted(out.read_text().split()) ==
                  sorted(f"a{i}" for i in range(20)), "the sink's file")
+        # `samsa connect connectors` reaches the https worker with --command-config
+        rest_props = write_properties(tmp_path / "rest.properties", {
+            "ssl.truststore.location": str(sb.tls.ca_file), **sb.java_keystore("alice")})
+        r2 = subprocess.run([sys.executable, "-m", "samsa.cli.main", "connect", "connectors",
+                             "list", "--url", w.url, "--command-config", str(rest_props)],
+                            capture_output=True, text=True, timeout=60)
+        assert r2.returncode == 0 and {"src", "sink"} <= set(r2.stdout.split()), r2.stderr
         # a connector writing as bob through its own producer.override.* (alice may not
         # write cs-bob: only bob's principal gets the records in)
         bob_src = tmp_path / "bob.txt"
