@@ -16,7 +16,7 @@ turn. Consume time runs from assign() to the last record. The report is printed 
 `--profile SSL` (or another protocol) adds one more produce + consume turn of that protocol with
 `perf record` sampling the broker; where its CPU went (by shared object: OpenSSL, the Python
 interpreter, uvloop, the kernel; and the hottest symbols) is added to the report and kept in
-bench/results/tls-profile-latest.txt.
+bench/results/tls-profile-latest.md.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def listeners(tls: TlsFiles) -> tuple[dict[str, str], dict[str, tuple[str, dict[
 
 
 KEYS = ("produce", "consume", "broker_produce", "broker_consume", "client")
-PROFILE_OUT = Path(__file__).resolve().parent / "results" / "tls-profile-latest.txt"
+PROFILE_OUT = Path(__file__).resolve().parent / "results" / "tls-profile-latest.md"
 
 
 def _perf_report(data: Path, sort: str, top: int) -> list[str]:
