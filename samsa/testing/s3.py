@@ -97,3 +97,89 @@ def aws_env(env: dict[str, str]) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+class S3FaultProxy:
+    """An HTTP proxy in front of an S3 endpoint that answers the next `fail_next` requests with
+    `status` (S3's XML error body) instead of forwarding them; records each request's method,
+    path and Authorization header. For testing retries with back-off and error handling over
+    real HTTP."""
+
+    def __init__(self, target: str) -> None:
+        import http.server
+        import threading
+        import urllib.parse
+
+        self.target = urllib.parse.urlsplit(target)
+        self.fail_next = 0
+        self.status = 503
+        self.code = "SlowDown"
+        self.requests: list[tuple[str, str, str]] = []
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                proxy._handle(self)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> S3FaultProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def fail(self, count: int, status: int = 503, code: str = "SlowDown") -> None:
+        with self._lock:
+            self.fail_next, self.status, self.code = count, status, code
+
+    def _handle(self, h: Any) -> None:
+        import http.client
+
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        with self._lock:
+            self.requests.append((h.command, h.path, h.headers.get("Authorization", "")))
+            failing = self.fail_next > 0
+            if failing:
+                self.fail_next -= 1
+            status, code = self.status, self.code
+        if failing:
+            out = (f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code>"
+                   f"<Message>injected by S3FaultProxy</Message></Error>").encode()
+            h.send_response(status)
+            h.send_header("Content-Type", "application/xml")
+            h.send_header("Content-Length", str(len(out)))
+            h.end_headers()
+            if h.command != "HEAD":
+                h.wfile.write(out)
+            return
+        conn = http.client.HTTPConnection(self.target.hostname or "127.0.0.1", self.target.port, timeout=30)
+        try:
+            headers = {k: v for k, v in h.headers.items() if k.lower() != "connection"}
+            conn.request(h.command, h.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            h.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    h.send_header(k, v)
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            if h.command != "HEAD":
+                h.wfile.write(data)
+        finally:
+            conn.close()
