@@ -13,7 +13,8 @@ Configuration (`rsm.config.*` broker properties, prefix stripped):
   throttling, 5xx and connection errors), `connect.timeout.ms` (default 5000),
   `read.timeout.ms` (default 30000): a dead endpoint fails a call in bounded time, never a hang.
 
-Layout: `<prefix><topic>-<partition>-<topic id>/<start offset, 20 digits>-<segment id>.<ext>`
+Layout (the local-directory store's, under a key prefix):
+`<prefix><topic>-<partition>-<topic id>/<start offset, 20 digits>-<segment id hex>.<ext>`
 with ext log, index, timeindex, snapshot, txnindex, leader-epoch-checkpoint. The small files
 (indexes, snapshot, epochs) carry their CRC32C in the object metadata and are checked when
 fetched; the log's batches are checked by their own CRCs by the reader.
@@ -66,7 +67,7 @@ def partition_dir(tp: TopicIdPartition) -> str:
 
 
 def object_name(meta: RemoteLogSegmentMetadata, ext: str) -> str:
-    return f"{partition_dir(meta.tp)}/{meta.start_offset:020d}-{meta.id}.{ext}"
+    return f"{partition_dir(meta.tp)}/{meta.start_offset:020d}-{meta.id.hex}.{ext}"
 
 
 def parse_key(rel: str) -> tuple[RemoteLogSegmentId, str] | None:
@@ -177,13 +178,16 @@ class S3RemoteStorageManager:
                               data: LogSegmentData) -> bytes | None:
         """Indexes first, the log last; every object is complete once its call returns (a part
         upload is invisible until completed, and aborted on failure)."""
-        small: list[tuple[IndexType, bytes | None]] = [
-            (IndexType.OFFSET, _read(data.offset_index)),
-            (IndexType.TIMESTAMP, _read(data.time_index)),
-            (IndexType.LEADER_EPOCH, data.leader_epoch_index),
-            (IndexType.PRODUCER_SNAPSHOT, data.producer_snapshot),
-            (IndexType.TRANSACTION, data.transaction_index),
-        ]
+        try:
+            small: list[tuple[IndexType, bytes | None]] = [
+                (IndexType.OFFSET, _read(data.offset_index)),
+                (IndexType.TIMESTAMP, _read(data.time_index)),
+                (IndexType.LEADER_EPOCH, _read(data.leader_epoch_index)),
+                (IndexType.PRODUCER_SNAPSHOT, _read(data.producer_snapshot)),
+                (IndexType.TRANSACTION, _read(data.transaction_index)),
+            ]
+        except OSError as e:
+            raise RemoteStorageError(f"copy of segment {meta.id}: reading its files: {e}") from e
         for itype, body in small:
             if body is not None:
                 self._put_small(self._key(meta, itype.value), body)
@@ -267,11 +271,11 @@ class S3RemoteStorageManager:
                 for sid, (size, mod, files) in found.items()]
 
 
-def _read(p: Path | None) -> bytes | None:
-    """A local index file's bytes (a missing index uploads as empty, as Kafka's copier sends an
-    empty file for an index a segment never wrote)."""
-    if p is None:
-        return None
+def _read(p: Path | bytes | None) -> bytes | None:
+    """A part's bytes, given as bytes or as a local file (a missing index file uploads as empty,
+    as Kafka's copier sends an empty file for an index a segment never wrote)."""
+    if p is None or isinstance(p, bytes | bytearray):
+        return None if p is None else bytes(p)
     try:
         return p.read_bytes()
     except FileNotFoundError:
