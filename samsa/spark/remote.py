@@ -159,16 +159,30 @@ def read_metadata(client: dict[str, str]) -> RemoteLogMetadataCache:
 
 
 def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, int],
-                max_rows: int) -> tuple[list[RemoteSegmentRange], dict[str, int]]:
+                max_rows: int, earliest: dict[str, int] | None = None
+                ) -> tuple[list[RemoteSegmentRange], dict[str, int]]:
     """The remote input partitions for [start, end) per partition, and where the rest (read
     through a broker) starts. Only an unbroken run of readable segments from `start` is taken:
     whatever precedes the first segment or follows a gap goes through the broker (which knows
-    what was deleted and answers as it always does)."""
+    what was deleted and answers as it always does). A start equal to the broker's `earliest`
+    means "earliest": it is taken down to the remote tier's start if that is lower (a broker
+    that reports its local log start)."""
+    cache = read_metadata(client)
+    ids: dict[str, uuid.UUID] = {}
+    if cache.partitions:
+        ids = _topic_ids(client, {split_key(k)[0] for k in start if k in end})
+    start = dict(start)
+    for k, s in list(start.items()):
+        topic, partition = split_key(k)
+        tid = ids.get(topic)
+        if earliest is None or tid is None or earliest.get(k) != s:
+            continue
+        rs = cache.remote_log_start_offset(TopicIdPartition(tid, topic, partition))
+        if 0 <= rs < s:
+            start[k] = rs
     wanted = {k: (s, end[k]) for k, s in start.items() if k in end and end[k] > s}
     if not wanted:
-        return [], dict(start)
-    cache = read_metadata(client)
-    ids = _topic_ids(client, {split_key(k)[0] for k in wanted}) if cache.partitions else {}
+        return [], start
     parts: list[RemoteSegmentRange] = []
     rest = dict(start)
     for k, (s, e) in sorted(wanted.items()):

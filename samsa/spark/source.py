@@ -106,13 +106,15 @@ def _remote_options(raw: dict[str, str]) -> Any:
 
 
 def _plan_with_remote(remote: Any, o: SourceOptions, start: dict[str, int],
-                      end: dict[str, int]) -> list[InputPartition]:
+                      end: dict[str, int], earliest: dict[str, int] | None = None
+                      ) -> list[InputPartition]:
     """Offsets held by remote segments are read from the store, the rest through a broker."""
     if remote is None:
         return list(plan(o, start, end))
     from .remote import plan_remote
     parts, rest = plan_remote(o.client, start, end,
-                              o.max_records_per_partition or DEFAULT_MAX_RECORDS_PER_PARTITION)
+                              o.max_records_per_partition or DEFAULT_MAX_RECORDS_PER_PARTITION,
+                              earliest)
     return [*parts, *plan(o, rest, end)]
 
 
@@ -146,7 +148,7 @@ class SamsaBatchReader(DataSourceReader):
         for k in keys:
             if start[k] > end[k]:
                 raise ValueError(f"starting offset {start[k]} of {k} is after its ending offset {end[k]}")
-        return _plan_with_remote(self.remote, o, start, end)
+        return _plan_with_remote(self.remote, o, start, end, {k: m[0] for k, m in marks.items()})
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         yield from _read_any(self.remote, self.opts, partition)
