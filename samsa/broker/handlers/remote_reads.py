@@ -1,0 +1,352 @@
+"""The read side of tiered storage in the request handlers: Fetch of offsets only the remote tier
+holds, ListOffsets across tiers (EARLIEST = the remote start, EARLIEST_LOCAL = the local start,
+LATEST_TIERED, by timestamp, MAX_TIMESTAMP), DeleteRecords across tiers, remote sizes for
+DescribeLogDirs.
+
+Store I/O runs on the remote log reader's threads (samsa.storage.remote.reader); the handlers only
+await it, bounded: a Fetch waits at most `remote.fetch.max.wait.ms` (then answers without that
+partition's records, as Kafka does, and the consumer fetches again), a ListOffsets at most its v10
+timeout or `remote.list.offsets.request.timeout.ms`. A store failure (unreachable, errors, a
+corrupt object) is answered with KAFKA_STORAGE_ERROR, retriable: clients retry, nothing hangs.
+
+As in Kafka, one Fetch reads remote data for at most one partition (the first one in request order
+that needs it); other remote-only partitions are answered empty and read by the next Fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from samsa.protocol.errors import Err
+from samsa.storage.remote.reader import (
+    ReaderBusy,
+    ReaderConfig,
+    RemoteLogReader,
+    RemoteRead,
+    RemoteReadError,
+)
+from samsa.storage.remote.rsm import RemoteLogSegmentMetadata, TopicIdPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.broker import Broker
+    from samsa.storage.log import PartitionLog
+
+log = logging.getLogger("samsa.remote.reads")
+
+OFFSET_MOVED_TO_TIERED_STORAGE = 109  # Kafka's error code (KIP-405): a follower below local start
+REPLICA_NOT_AVAILABLE = 9  # Kafka's answer while the remote log metadata is not replayed yet
+FETCH_MAX_WAIT_MS = 500  # Kafka's remote.fetch.max.wait.ms default
+LIST_OFFSETS_TIMEOUT_MS = 30000  # Kafka's remote.list.offsets.request.timeout.ms default
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A partition with remote storage on this broker: the manager and its remote id."""
+
+    rlm: Any
+    tp: TopicIdPartition
+
+    @property
+    def rlmm(self) -> Any:
+        return self.rlm.rlmm
+
+
+def tier(broker: Broker, topic: str, partition: int) -> Tier | None:
+    """The tiered-storage handle of a partition; None when the broker or topic has none."""
+    rlm = getattr(broker, "remote_log_manager", None)
+    if rlm is None:
+        return None
+    try:
+        if not rlm.enabled(topic):
+            # a topic turned off keeps what it copied readable (until remote.log.delete.on.disable)
+            tp = rlm.tp_for(topic, partition)
+            if tp is None or not rlm.rlmm.segments(tp):
+                return None
+        tp = rlm.tp_for(topic, partition)
+    except Exception:
+        log.exception("tiered storage state of %s-%d", topic, partition)
+        return None
+    return None if tp is None else Tier(rlm, tp)
+
+
+def reader(rlm: Any) -> RemoteLogReader:
+    """The manager's remote log reader, made on first use from the broker's configuration."""
+    r = getattr(rlm, "reader", None)
+    if r is None:
+        cfg = getattr(rlm, "config", None)
+        rc = ReaderConfig.from_props(cfg.get) if cfg is not None else ReaderConfig()
+        r = RemoteLogReader(rlm.rsm, rc)
+        rlm.reader = r
+    return r  # type: ignore[no-any-return]
+
+
+def _config_ms(rlm: Any, name: str, default: int) -> int:
+    cfg = getattr(rlm, "config", None)
+    v = cfg.get(name) if cfg is not None else None
+    try:
+        return int(v) if v not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def shown_start(lg: PartitionLog) -> int:
+    """The log start offset a Fetch reports: across tiers when the log knows one."""
+    g = getattr(lg, "global_log_start_offset", None)
+    start = lg.log_start_offset
+    return start if g is None or g < 0 else min(int(g), start)
+
+
+def log_start(t: Tier | None, lg: PartitionLog) -> int:
+    """The log start offset across tiers (Kafka's logStartOffset): the local one without tiers."""
+    if t is None:
+        return lg.log_start_offset
+    g = getattr(lg, "global_log_start_offset", None)
+    if g is None:
+        r = t.rlmm.remote_log_start_offset(t.tp)
+        g = r if r >= 0 else lg.log_start_offset
+    return min(int(g), lg.log_start_offset)
+
+
+# ---- Fetch -------------------------------------------------------------------------------------
+@dataclass
+class RemoteWant:
+    key: tuple[str, int, int]  # topic, partition, fetch offset
+    tier: Tier
+    offset: int
+    max_bytes: int
+    whole_first: bool
+    upper: int | None
+    committed: bool
+
+
+@dataclass
+class RemoteFetchState:
+    """One Fetch's remote part: the partition chosen to read from the store this time, and what
+    came back (RemoteRead, an error code, or None: not back within remote.fetch.max.wait.ms)."""
+
+    want: RemoteWant | None = None
+    results: dict[tuple[str, int, int], RemoteRead | int | None] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> bool:
+        return self.want is not None and self.want.key not in self.results
+
+
+def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, idx: int,
+                      lg: PartitionLog, offset: int, limit: int, whole_first: bool,
+                      upper: int | None, committed: bool, follower: bool
+                      ) -> tuple[int, RemoteRead | None, int] | None:
+    """A fetch offset below the local log start: None when the remote tier does not hold it
+    (the caller answers OFFSET_OUT_OF_RANGE); else (error code, records or None, log start
+    offset to report). A follower is told OFFSET_MOVED_TO_TIERED_STORAGE (it rebuilds its
+    state from the remote tier, KIP-405). A consumer gets the result of the remote read, or
+    nothing yet (the read is started by `run` and the fetch re-read when it is back)."""
+    t = tier(broker, name, idx)
+    if t is None:
+        return None
+    start = log_start(t, lg)
+    if not getattr(t.rlmm, "ready", True):  # metadata not replayed yet (Kafka: retriable)
+        return REPLICA_NOT_AVAILABLE, None, start
+    if offset < start or t.rlmm.remote_log_end_offset(t.tp) <= offset:
+        return None
+    if follower:
+        return OFFSET_MOVED_TO_TIERED_STORAGE, None, start
+    if st is None:
+        return 0, None, start
+    key = (name, idx, offset)
+    if key in st.results:
+        got = st.results[key]
+        if isinstance(got, int):
+            return got, None, start
+        return 0, got, start
+    if st.want is None:
+        st.want = RemoteWant(key, t, offset, limit, whole_first, upper, committed)
+    return 0, None, start
+
+
+def _read_blocking(r: RemoteLogReader, rlmm: Any, tp: TopicIdPartition, w: RemoteWant,
+                   metas: list[RemoteLogSegmentMetadata]) -> RemoteRead:
+    """On a reader thread: read from the segment holding the offset; past its last batch (a gap),
+    from the next one."""
+    for k, meta in enumerate(metas):
+        nxt = metas[k + 1] if k + 1 < len(metas) else None
+        got = r.read(meta, max(w.offset, meta.start_offset), w.max_bytes, w.whole_first, w.upper,
+                     w.committed, nxt)
+        if got.records:
+            return got
+    return RemoteRead(b"", w.offset, [] if w.committed else None)
+
+
+async def run(broker: Broker, st: RemoteFetchState) -> None:
+    """Read the wanted partition from the store, waiting at most remote.fetch.max.wait.ms."""
+    w = st.want
+    assert w is not None
+    rlm, rlmm, tp = w.tier.rlm, w.tier.rlmm, w.tier.tp
+    first = rlmm.segment_for_offset(tp, w.offset)
+    if first is None:
+        st.results[w.key] = Err.OFFSET_OUT_OF_RANGE
+        return
+    metas = [first]
+    while len(metas) < 3:
+        nxt = rlmm.segment_for_offset(tp, metas[-1].end_offset + 1)
+        if nxt is None or nxt.id == metas[-1].id:
+            break
+        metas.append(nxt)
+    r = reader(rlm)
+    wait_ms = _config_ms(rlm, "remote.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
+    try:
+        fut = r.submit(_read_blocking, r, rlmm, tp, w, metas)
+    except ReaderBusy as e:
+        log.warning("remote fetch of %s at %d refused: %s", tp, w.offset, e)
+        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
+        return
+    try:
+        got = await asyncio.wait_for(asyncio.wrap_future(fut), wait_ms / 1000)
+    except TimeoutError:
+        st.results[w.key] = None  # answered without it; the read goes on and warms the cache
+        return
+    except RemoteReadError as e:
+        log.error("remote fetch of %s at offset %d failed: %s", tp, w.offset, e)
+        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
+        return
+    except Exception:
+        log.exception("remote fetch of %s at offset %d failed", tp, w.offset)
+        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
+        return
+    st.results[w.key] = got
+
+
+# ---- ListOffsets --------------------------------------------------------------------------------
+def list_offsets_timeout_ms(rlm: Any, req: Any, version: int) -> int:
+    t = getattr(req, "timeout", None) if version >= 10 else None
+    if t is not None:
+        ms = int(t.total_seconds() * 1000) if hasattr(t, "total_seconds") else int(t)
+        if ms > 0:
+            return ms
+    return _config_ms(rlm, "remote.list.offsets.request.timeout.ms", LIST_OFFSETS_TIMEOUT_MS)
+
+
+def _find_by_timestamp(r: RemoteLogReader, metas: list[RemoteLogSegmentMetadata], ts: int,
+                       start: int) -> tuple[int, int] | None:
+    for meta in metas:
+        found = r.offset_for_timestamp(meta, ts, start)
+        if found is not None:
+            return found
+    return None
+
+
+def _find_max(r: RemoteLogReader, meta: RemoteLogSegmentMetadata) -> tuple[int, int] | None:
+    return r.max_timestamp(meta)
+
+
+def remote_timestamp_lookup(t: Tier, lg: PartitionLog, ts: int) -> Any:
+    """A blocking callable finding the first offset with timestamp >= ts in the remote tier, or
+    None when no remote segment can hold it (then the local log answers)."""
+    start = log_start(t, lg)
+    metas = [m for m in t.rlmm.segments(t.tp)
+             if m.end_offset >= start and m.max_timestamp_ms >= ts]
+    if not metas:
+        return None
+    r = reader(t.rlm)
+    return lambda: _find_by_timestamp(r, metas, ts, start)
+
+
+def remote_max_timestamp_lookup(t: Tier, local_max_ts: int) -> Any:
+    """A blocking callable for MAX_TIMESTAMP when a remote segment holds a timestamp at least as
+    large as every local one (the earliest such record wins); None otherwise."""
+    best: RemoteLogSegmentMetadata | None = None
+    for m in t.rlmm.segments(t.tp):
+        if m.max_timestamp_ms >= 0 and (best is None or m.max_timestamp_ms > best.max_timestamp_ms):
+            best = m
+    if best is None or best.max_timestamp_ms < local_max_ts:
+        return None
+    r = reader(t.rlm)
+    meta = best
+    return lambda: _find_max(r, meta)
+
+
+async def run_lookups(rlm: Any, lookups: list[tuple[dict[str, Any], Any, Any]],
+                      timeout_ms: int) -> None:
+    """Run remote ListOffsets lookups on the reader threads; each (result dict, blocking lookup,
+    local fallback) fills its result: found remotely, else the local fallback's answer;
+    REQUEST_TIMED_OUT past the timeout, KAFKA_STORAGE_ERROR when the store fails."""
+    r = reader(rlm)
+    futs: list[Any] = []
+    for res, fn, _fallback in lookups:
+        try:
+            futs.append(asyncio.wrap_future(r.submit(fn)))
+        except ReaderBusy:
+            res["error_code"] = Err.KAFKA_STORAGE_ERROR
+            futs.append(None)
+    live = [f for f in futs if f is not None]
+    if live:
+        await asyncio.wait(live, timeout=timeout_ms / 1000)
+    for (res, _fn, fallback), fut in zip(lookups, futs, strict=True):
+        if fut is None:
+            continue
+        if not fut.done():
+            fut.cancel()
+            res["error_code"] = Err.REQUEST_TIMED_OUT
+            continue
+        e = fut.exception()
+        if e is not None:
+            log.error("remote ListOffsets lookup failed: %s", e)
+            res["error_code"] = Err.KAFKA_STORAGE_ERROR
+            continue
+        found = fut.result()
+        if found is None:
+            found = fallback()
+        if found is not None:
+            res["offset"], res["timestamp"] = found
+
+
+# ---- DescribeLogDirs -----------------------------------------------------------------------------
+def remote_size(broker: Broker, topic: str, partition: int) -> int:
+    """Bytes of the partition's readable remote segments (0 without tiered storage)."""
+    t = tier(broker, topic, partition)
+    if t is None:
+        return 0
+    try:
+        return int(t.rlmm.remote_log_size(t.tp))
+    except Exception:
+        log.exception("remote size of %s-%d", topic, partition)
+        return 0
+
+
+# ---- ListOffsets LATEST_TIERED, DeleteRecords ----------------------------------------------------
+def latest_tiered(t: Tier | None) -> tuple[int, int]:
+    """(highest offset in the remote tier, its leader epoch) for KIP-1005's LATEST_TIERED; (-1, -1)
+    when nothing was copied (what Kafka answers without tiered storage too)."""
+    if t is None:
+        return -1, -1
+    segs = t.rlmm.segments(t.tp)
+    if not segs:
+        return -1, -1
+    top = max(segs, key=lambda m: m.end_offset)
+    epoch = -1
+    for e, start in top.segment_leader_epochs:
+        if start <= top.end_offset:
+            epoch = e
+    return top.end_offset, epoch
+
+
+def delete_records(lg: PartitionLog, offset: int) -> int:
+    """DeleteRecords on a tiered partition: the start across tiers moves to `offset` (persisted;
+    the remote log manager deletes the remote segments wholly below it), and the local log's
+    start too when `offset` is past it. Returns the new start across tiers (the low watermark)."""
+    from samsa.storage.log import OffsetOutOfRange
+
+    hw = lg.high_watermark
+    if offset == -1:
+        offset = hw
+    if offset < 0 or offset > hw:
+        raise OffsetOutOfRange(offset)
+    if offset > lg.log_start_offset:
+        lg.delete_records(offset)
+    setter = getattr(lg, "set_global_log_start_offset", None)
+    if setter is not None and offset > shown_start(lg):
+        setter(offset)
+    return shown_start(lg)
