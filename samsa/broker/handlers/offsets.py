@@ -62,8 +62,13 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                                    lg.last_stable_offset if committed else lg.high_watermark)
                 elif ts == EARLIEST:  # across tiers (Kafka's logStartOffset)
                     r["offset"] = remote_reads.log_start(tier, lg)
-                elif ts == EARLIEST_LOCAL:  # KIP-405: the local log's start
+                    if tier is not None:  # Kafka: the earliest epoch, if it covers the start
+                        first = lg.epochs.earliest
+                        r["leader_epoch"] = first[0] if first is not None \
+                            and first[1] <= r["offset"] else -1
+                elif ts == EARLIEST_LOCAL:  # KIP-405: the local log's start, with its epoch
                     r["offset"] = lg.log_start_offset
+                    r["leader_epoch"] = lg.epochs.epoch_for_offset(lg.log_start_offset)
                 elif ts == LATEST_TIERED:
                     # KIP-1005 (v9+): the highest offset in the remote tier (-1, epoch -1 when none)
                     r["offset"], r["leader_epoch"] = remote_reads.latest_tiered(tier)

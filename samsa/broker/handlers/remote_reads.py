@@ -304,11 +304,11 @@ async def run_lookups(rlm: Any, lookups: list[tuple[dict[str, Any], Any, Any]],
 
 
 # ---- DescribeLogDirs -----------------------------------------------------------------------------
-def remote_size(broker: Broker, topic: str, partition: int) -> int:
-    """Bytes of the partition's readable remote segments (0 without tiered storage)."""
+def remote_size_or_none(broker: Broker, topic: str, partition: int) -> int | None:
+    """Bytes of the partition's readable remote segments; None when it is not tiered."""
     t = tier(broker, topic, partition)
     if t is None:
-        return 0
+        return None
     try:
         return int(t.rlmm.remote_log_size(t.tp))
     except Exception:
