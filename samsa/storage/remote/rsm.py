@@ -151,7 +151,9 @@ class RemotePartitionDeleteMetadata:
 @dataclass(frozen=True, slots=True)
 class LogSegmentData:
     """The files of one closed segment to copy. Paths name files the caller keeps in place until
-    the copy returns (the RSM reads them in its thread); the generated parts are bytes:
+    the copy returns (the RSM reads them in its thread; `part()` reads either form); the offset
+    and time indexes may come as bytes (samsa builds them from the segment's in-memory index, in
+    the .index / .timeindex file formats); the generated parts are bytes:
     - `transaction_index`: the aborted transactions with records in the segment, entries of
       4 x int64 big-endian (producer id, first offset, last offset, last stable offset) as the
       local aborted index holds them; None when there are none.
@@ -160,11 +162,19 @@ class LogSegmentData:
       or None when none was kept (the follower path then replays)."""
 
     log_segment: Path
-    offset_index: Path
-    time_index: Path
+    offset_index: Path | bytes
+    time_index: Path | bytes
     transaction_index: bytes | None
     producer_snapshot: bytes | None
     leader_epoch_index: bytes
+
+    def part(self, index_type: IndexType) -> bytes | None:
+        """The bytes of one index part (None when the segment has none of that type)."""
+        v = {IndexType.OFFSET: self.offset_index, IndexType.TIMESTAMP: self.time_index,
+             IndexType.TRANSACTION: self.transaction_index,
+             IndexType.PRODUCER_SNAPSHOT: self.producer_snapshot,
+             IndexType.LEADER_EPOCH: self.leader_epoch_index}[index_type]
+        return v.read_bytes() if isinstance(v, Path) else v
 
 
 class RemoteStorageError(Exception):
