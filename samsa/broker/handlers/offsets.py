@@ -34,6 +34,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     follower = getattr(req, "replica_id", -1) >= 0  # a follower asks for the log end, unbounded
     rlm = getattr(broker, "remote_log_manager", None)
     lookups: list[tuple[dict[str, Any], Any, Any]] = []  # remote lookups (tiered storage)
+    some_tier: remote_reads.Tier | None = None
     for t in req.topics:
         parts = []
         if not authz.topic(ctx, az.OP_DESCRIBE, t.name):  # ACLs (issue 17)
@@ -56,6 +57,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 ts = p.timestamp
                 tier = remote_reads.tier(broker, t.name, p.partition_index) \
                     if rlm is not None else None
+                some_tier = some_tier or tier
                 if ts == LATEST:
                     committed = getattr(req, "isolation_level", 0) == 1
                     r["offset"] = (lg.end_offset if follower else
@@ -93,15 +95,16 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                             r["offset"], r["timestamp"] = found
             parts.append(r)
         topics.append({"name": t.name, "partitions": parts})
-    if lookups:
-        return _remote_list_offsets(rlm, lookups, remote_reads.list_offsets_timeout_ms(
-            rlm, req, ctx.version), topics)
+    if lookups and some_tier is not None:
+        return _remote_list_offsets(some_tier, lookups, remote_reads.list_offsets_timeout_ms(
+            some_tier, req, ctx.version), topics)
     return {"throttle_time": 0, "topics": topics}
 
 
-async def _remote_list_offsets(rlm: Any, lookups: list[tuple[dict[str, Any], Any, Any]],
+async def _remote_list_offsets(t: remote_reads.Tier,
+                               lookups: list[tuple[dict[str, Any], Any, Any]],
                                timeout_ms: int, topics: list[dict[str, Any]]) -> dict[str, Any]:
-    await remote_reads.run_lookups(rlm, lookups, timeout_ms)
+    await remote_reads.run_lookups(t, lookups, timeout_ms)
     return {"throttle_time": 0, "topics": topics}
 
 

@@ -48,6 +48,7 @@ class Tier:
 
     rlm: Any
     tp: TopicIdPartition
+    get: Any  # the broker's configuration lookup
 
     @property
     def rlmm(self) -> Any:
@@ -69,23 +70,22 @@ def tier(broker: Broker, topic: str, partition: int) -> Tier | None:
     except Exception:
         log.exception("tiered storage state of %s-%d", topic, partition)
         return None
-    return None if tp is None else Tier(rlm, tp)
+    return None if tp is None else Tier(rlm, tp, broker.config.get)
 
 
-def reader(rlm: Any) -> RemoteLogReader:
-    """The manager's remote log reader, made on first use from the broker's configuration."""
+def reader(t: Tier) -> RemoteLogReader:
+    """The manager's remote log reader, made on first use from the broker's configuration (the
+    manager closes it when it stops)."""
+    rlm = t.rlm
     r = getattr(rlm, "reader", None)
     if r is None:
-        cfg = getattr(rlm, "config", None)
-        rc = ReaderConfig.from_props(cfg.get) if cfg is not None else ReaderConfig()
-        r = RemoteLogReader(rlm.rsm, rc)
+        r = RemoteLogReader(rlm.rsm, ReaderConfig.from_props(t.get))
         rlm.reader = r
     return r  # type: ignore[no-any-return]
 
 
-def _config_ms(rlm: Any, name: str, default: int) -> int:
-    cfg = getattr(rlm, "config", None)
-    v = cfg.get(name) if cfg is not None else None
+def _config_ms(t: Tier, name: str, default: int) -> int:
+    v = t.get(name)
     try:
         return int(v) if v not in (None, "") else default
     except ValueError:
@@ -184,7 +184,7 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
     """Read the wanted partition from the store, waiting at most remote.fetch.max.wait.ms."""
     w = st.want
     assert w is not None
-    rlm, rlmm, tp = w.tier.rlm, w.tier.rlmm, w.tier.tp
+    rlmm, tp = w.tier.rlmm, w.tier.tp
     first = rlmm.segment_for_offset(tp, w.offset)
     if first is None:
         st.results[w.key] = Err.OFFSET_OUT_OF_RANGE
@@ -195,8 +195,8 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
         if nxt is None or nxt.id == metas[-1].id:
             break
         metas.append(nxt)
-    r = reader(rlm)
-    wait_ms = _config_ms(rlm, "remote.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
+    r = reader(w.tier)
+    wait_ms = _config_ms(w.tier, "remote.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
     try:
         fut = r.submit(_read_blocking, r, rlmm, tp, w, metas)
     except ReaderBusy as e:
@@ -220,13 +220,13 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
 
 
 # ---- ListOffsets --------------------------------------------------------------------------------
-def list_offsets_timeout_ms(rlm: Any, req: Any, version: int) -> int:
-    t = getattr(req, "timeout", None) if version >= 10 else None
-    if t is not None:
-        ms = int(t.total_seconds() * 1000) if hasattr(t, "total_seconds") else int(t)
+def list_offsets_timeout_ms(t: Tier, req: Any, version: int) -> int:
+    given = getattr(req, "timeout", None) if version >= 10 else None
+    if given is not None:
+        ms = int(given.total_seconds() * 1000) if hasattr(given, "total_seconds") else int(given)
         if ms > 0:
             return ms
-    return _config_ms(rlm, "remote.list.offsets.request.timeout.ms", LIST_OFFSETS_TIMEOUT_MS)
+    return _config_ms(t, "remote.list.offsets.request.timeout.ms", LIST_OFFSETS_TIMEOUT_MS)
 
 
 def _find_by_timestamp(r: RemoteLogReader, metas: list[RemoteLogSegmentMetadata], ts: int,
@@ -250,7 +250,7 @@ def remote_timestamp_lookup(t: Tier, lg: PartitionLog, ts: int) -> Any:
              if m.end_offset >= start and m.max_timestamp_ms >= ts]
     if not metas:
         return None
-    r = reader(t.rlm)
+    r = reader(t)
     return lambda: _find_by_timestamp(r, metas, ts, start)
 
 
@@ -263,17 +263,17 @@ def remote_max_timestamp_lookup(t: Tier, local_max_ts: int) -> Any:
             best = m
     if best is None or best.max_timestamp_ms < local_max_ts:
         return None
-    r = reader(t.rlm)
+    r = reader(t)
     meta = best
     return lambda: _find_max(r, meta)
 
 
-async def run_lookups(rlm: Any, lookups: list[tuple[dict[str, Any], Any, Any]],
+async def run_lookups(t: Tier, lookups: list[tuple[dict[str, Any], Any, Any]],
                       timeout_ms: int) -> None:
     """Run remote ListOffsets lookups on the reader threads; each (result dict, blocking lookup,
     local fallback) fills its result: found remotely, else the local fallback's answer;
     REQUEST_TIMED_OUT past the timeout, KAFKA_STORAGE_ERROR when the store fails."""
-    r = reader(rlm)
+    r = reader(t)
     futs: list[Any] = []
     for res, fn, _fallback in lookups:
         try:
