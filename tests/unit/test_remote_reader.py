@@ -313,3 +313,16 @@ def test_aborted_transactions_from_the_txn_index(tmp_path: Path) -> None:
         assert all(first < got.next_offset for _pid, first in got.aborted)
     finally:
         r.close()
+
+
+def test_verify_batches_rejects_offsets_out_of_place() -> None:
+    """The base offset is outside the CRC: a batch going backwards or past the segment's end
+    is corruption too."""
+    a, b = bytes(batch(0, 3)), bytearray(batch(3, 3))
+    struct.pack_into(">q", b, 0, 3)
+    assert verify_batches(a + bytes(b), 0, None, True, 1 << 20) == (len(a) + len(b), 6)
+    struct.pack_into(">q", b, 0, 1)  # overlaps the batch before it
+    with pytest.raises(CorruptRemoteData):
+        verify_batches(a + bytes(b), 0, None, True, 1 << 20)
+    with pytest.raises(CorruptRemoteData):  # past the segment's last offset
+        verify_batches(a, 0, None, True, 1 << 20, last_allowed=1)

@@ -220,21 +220,29 @@ def parse_txn_index(data: bytes) -> list[tuple[int, int, int]]:
 
 
 def verify_batches(buf: bytes | memoryview, first_offset: int, upper: int | None,
-                   whole_first: bool, max_bytes: int) -> tuple[int, int]:
+                   whole_first: bool, max_bytes: int,
+                   last_allowed: int = 2**63 - 1) -> tuple[int, int]:
     """Walk the batches at the start of `buf`: (bytes of whole verified batches to serve, the
     offset after the last one). Stops before a partial batch, before a batch at or past `upper`,
     and once `max_bytes` would be exceeded (but serves the first batch whole if `whole_first`).
-    Raises CorruptRemoteData on a bad magic, length or CRC. Per batch, never per record."""
+    Raises CorruptRemoteData on a bad magic, length or CRC, and on offsets (which the CRC does
+    not cover) that cannot be right: a batch not after the one before it, or one past the
+    segment's end offset (`last_allowed`). Per batch, never per record."""
     mv = memoryview(buf)
     n = len(mv)
     pos = 0
     next_offset = first_offset
+    prev_last = -1
     while pos + HEADER_SIZE <= n:
         h = read_header(mv, pos)
         size = h.batch_length + LOG_OVERHEAD
         if h.magic != 2 or h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH:
             raise CorruptRemoteData(f"bad batch header at offset {h.base_offset} "
                                     f"(magic {h.magic}, length {h.batch_length})")
+        if h.last_offset_delta < 0 or h.last_offset > last_allowed or h.base_offset <= prev_last:
+            raise CorruptRemoteData(f"batch offsets {h.base_offset}-{h.last_offset} out of place "
+                                    f"(after {prev_last}, segment end {last_allowed})")
+        prev_last = h.last_offset
         if upper is not None and h.base_offset >= upper:
             break
         if pos + size > n:
@@ -481,7 +489,8 @@ class RemoteLogReader:
             want = max(want, min(first_len + LOG_OVERHEAD, size - pos))
         buf = self._range(meta, pos, pos + want)
         try:
-            n, next_offset = verify_batches(buf, offset, upper, whole_first, max(max_bytes, 0))
+            n, next_offset = verify_batches(buf, offset, upper, whole_first, max(max_bytes, 0),
+                                            meta.end_offset)
         except CorruptRemoteData as e:
             self._forget(meta)
             self.failures += 1
