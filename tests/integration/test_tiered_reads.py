@@ -140,9 +140,10 @@ def produce(bs: str, topic: str, start: int, n: int, size: int,
 
 
 def consume_all(bs: str, topic: str, expected: list[int], size: int, committed: bool,
-                timeout: float = 120) -> int:
+                timeout: float = 120, offsets: list[int] | None = None) -> int:
     """Read the partition from offset 0 with confluent-kafka; every record must be the next
-    expected index, byte for byte. Returns the first offset read."""
+    expected index, byte for byte. Returns the first offset read; `offsets` collects each
+    record's offset."""
     c = Consumer({"bootstrap.servers": bs, "group.id": f"g-{topic}-{committed}",
                   "enable.auto.commit": False, "auto.offset.reset": "error",
                   "isolation.level": "read_committed" if committed else "read_uncommitted",
@@ -164,6 +165,8 @@ def consume_all(bs: str, topic: str, expected: list[int], size: int, committed: 
                 assert m.key() == key(i), (m.offset(), m.key(), i)
                 assert m.value() == value(i, size), m.offset()
                 assert m.timestamp()[1] == T0 + i
+                if offsets is not None:
+                    offsets.append(m.offset())
                 k += 1
     finally:
         c.close()
@@ -407,3 +410,72 @@ def test_store_errors_and_a_corrupted_object(tmp_path: Path) -> None:
             os.close(fd)
         finally:
             w.close()
+
+
+# ---- the issue's test: 1 GiB written, local.retention.bytes = 50 MiB -----------------------------
+BIG_VALUE = 8 << 10
+BIG_SEGMENT = 8 << 20
+BIG_LOCAL = 50 << 20
+
+
+def partition_disk_bytes(b: SamsaBroker, topic: str) -> int:
+    d = b.data_dir / "logs" / f"{topic}-0"
+    return sum(p.stat().st_size for p in d.iterdir() if p.is_file())
+
+
+@pytest.mark.slow
+def test_one_gib_with_50_mib_local_reads_every_offset(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    topic = "tiered-1g"
+    with SamsaBroker(tmp_path / "data", overrides=tiered_overrides(store)) as b:
+        bs = b.bootstrap
+        create(bs, topic, segment=BIG_SEGMENT, local=BIG_LOCAL)
+        rounds, per = 32, (32 << 20) // BIG_VALUE  # 32 rounds of 32 MiB: 1 GiB
+        everything: list[int] = []
+        committed: list[int] = []
+        peak = 0
+        for r in range(rounds):
+            i = r * per
+            kind = {3: "abort", 6: "commit"}.get(r % 8, "plain")
+            produce(bs, topic, i, per, BIG_VALUE,
+                    None if kind == "plain" else (f"tx-{topic}", kind == "commit"),
+                    batch=1 << 20)
+            everything += range(i, i + per)
+            if kind != "abort":
+                committed += range(i, i + per)
+            peak = max(peak, partition_disk_bytes(b, topic))
+        total = rounds * per * BIG_VALUE
+        # local disk stays bounded: at the end within local.retention.bytes (+ the active and one
+        # closed segment), and at no point near what was written
+        deadline = time.monotonic() + 120
+        while partition_disk_bytes(b, topic) > BIG_LOCAL + 2 * BIG_SEGMENT + (1 << 20):
+            assert time.monotonic() < deadline, partition_disk_bytes(b, topic)
+            time.sleep(0.5)
+        assert peak < total // 4, (peak, total)
+        part = log_dirs(bs, topic)
+        assert part["size"] <= BIG_LOCAL + 2 * BIG_SEGMENT
+        assert part["remoteSize"] >= total - BIG_LOCAL - 2 * BIG_SEGMENT
+
+        offsets: list[int] = []
+        assert consume_all(bs, topic, everything, BIG_VALUE, committed=False, timeout=600,
+                           offsets=offsets) == 0
+        assert consume_all(bs, topic, committed, BIG_VALUE, committed=True, timeout=600) == 0
+        kcat_all(bs, topic, everything, BIG_VALUE, committed=False)
+        kcat_all(bs, topic, committed, BIG_VALUE, committed=True)
+
+        # offsets for times across tiers (timestamps grow with the index)
+        w = Wire(bs)
+        try:
+            local_start = list_offset(w, topic, -4)[1]
+            assert local_start > offsets[len(offsets) // 2]  # most of it is remote only
+            assert list_offset(w, topic, -2)[:2] == (0, 0)
+        finally:
+            w.close()
+        c = Consumer({"bootstrap.servers": bs, "group.id": "oft-1g"})
+        try:
+            step = len(everything) // 40
+            for i in [*range(0, len(everything), step), len(everything) - 1]:
+                (got,) = c.offsets_for_times([TopicPartition(topic, 0, T0 + i)], 30)
+                assert got.offset == offsets[i], (i, got.offset, offsets[i])
+        finally:
+            c.close()
