@@ -313,7 +313,7 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 "partition_index": p, "partition_size": lg.size_bytes,
                 "offset_lag": max(lg.high_watermark - lg.end_offset, 0), "is_future_key": False}
             if tiered:  # tiered storage: partition_size stays the local size, as in Kafka
-                remote = remote_reads.remote_size_or_none(broker, topic, p)
+                remote = remote_reads.remote_size_or_none(broker, topic, p, lg)
                 if remote is not None:
                     entry["remote_size"] = remote
             by_topic.setdefault(topic, []).append(entry)

@@ -55,7 +55,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             else:
                 r["leader_epoch"] = lg.epochs.latest_epoch
                 ts = p.timestamp
-                tier = remote_reads.tier(broker, t.name, p.partition_index) \
+                tier = remote_reads.tier(broker, t.name, p.partition_index, lg) \
                     if rlm is not None else None
                 some_tier = some_tier or tier
                 if ts == LATEST:
@@ -125,7 +125,7 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                 r["error_code"] = Err.POLICY_VIOLATION  # Kafka: only topics that allow deletion
             else:
                 try:
-                    tier = remote_reads.tier(broker, t.name, p.partition_index)
+                    tier = remote_reads.tier(broker, t.name, p.partition_index, lg)
                     r["low_watermark"] = lg.delete_records(p.offset) if tier is None \
                         else remote_reads.delete_records(lg, p.offset)
                 except OffsetOutOfRange:

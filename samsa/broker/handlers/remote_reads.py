@@ -55,17 +55,16 @@ class Tier:
         return self.rlm.rlmm
 
 
-def tier(broker: Broker, topic: str, partition: int) -> Tier | None:
-    """The tiered-storage handle of a partition; None when the broker or topic has none."""
+def tier(broker: Broker, topic: str, partition: int, lg: PartitionLog) -> Tier | None:
+    """The tiered-storage handle of a partition; None when the broker or topic has none. A topic
+    whose remote storage was turned off keeps what it copied readable (until
+    remote.log.delete.on.disable removes it). Per partition, O(1): never a scan of all logs."""
     rlm = getattr(broker, "remote_log_manager", None)
     if rlm is None:
         return None
+    if not lg.config.remote_storage_enable and getattr(lg, "remote_start_offset", -1) < 0:
+        return None
     try:
-        if not rlm.enabled(topic):
-            # a topic turned off keeps what it copied readable (until remote.log.delete.on.disable)
-            tp = rlm.tp_for(topic, partition)
-            if tp is None or not rlm.rlmm.segments(tp):
-                return None
         tp = rlm.tp_for(topic, partition)
     except Exception:
         log.exception("tiered storage state of %s-%d", topic, partition)
@@ -144,7 +143,7 @@ def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, id
     offset to report). A follower is told OFFSET_MOVED_TO_TIERED_STORAGE (it rebuilds its
     state from the remote tier, KIP-405). A consumer gets the result of the remote read, or
     nothing yet (the read is started by `run` and the fetch re-read when it is back)."""
-    t = tier(broker, name, idx)
+    t = tier(broker, name, idx, lg)
     if t is None:
         return None
     start = log_start(t, lg)
@@ -304,9 +303,10 @@ async def run_lookups(t: Tier, lookups: list[tuple[dict[str, Any], Any, Any]],
 
 
 # ---- DescribeLogDirs -----------------------------------------------------------------------------
-def remote_size_or_none(broker: Broker, topic: str, partition: int) -> int | None:
+def remote_size_or_none(broker: Broker, topic: str, partition: int,
+                        lg: PartitionLog) -> int | None:
     """Bytes of the partition's readable remote segments; None when it is not tiered."""
-    t = tier(broker, topic, partition)
+    t = tier(broker, topic, partition, lg)
     if t is None:
         return None
     try:
