@@ -31,6 +31,7 @@ from tests.wire import Wire
 KCAT = "/usr/bin/kcat"
 T0 = int(time.time() * 1000) - 3_600_000  # record timestamps: T0 + record index
 STORAGE_ERROR = 56
+REQUEST_TIMED_OUT = 7
 OUT_OF_RANGE = 1
 
 # values: slices of one deterministic printable buffer (kcat prints them as text)
@@ -377,6 +378,8 @@ def test_store_errors_and_a_corrupted_object(tmp_path: Path) -> None:
             victim.write_bytes(bytes(data))
             p = fetch(w, topic, start)
             assert p.error_code == STORAGE_ERROR and not p.records
+            # a ListOffsets by time that must read that batch: the same retriable error
+            assert list_offset(w, topic, T0 + start + 1)[0] == STORAGE_ERROR
             # a consumer is never handed the bad bytes: it reads up to the object, then stops
             c = Consumer({"bootstrap.servers": bs, "group.id": "bad", "auto.offset.reset":
                           "error", "check.crcs": True, "fetch.error.backoff.ms": 100})
@@ -404,6 +407,14 @@ def test_store_errors_and_a_corrupted_object(tmp_path: Path) -> None:
             assert time.monotonic() - t < 10
             w2 = Wire(bs)
             assert list_offset(w2, topic, -1)[:2] == (0, 600)
+            # a ListOffsets by time waiting on the hung store: REQUEST_TIMED_OUT at its timeout
+            t = time.monotonic()
+            lo = w2.request(2, 10, {"replica_id": -1, "isolation_level": 0, "timeout": 700,
+                                    "topics": [{"name": topic, "partitions": [
+                                        {"partition_index": 0, "current_leader_epoch": -1,
+                                         "timestamp": T0 + start}]}]}).topics[0].partitions[0]
+            assert lo.error_code == REQUEST_TIMED_OUT
+            assert time.monotonic() - t < 10
             w2.close()
             # release the stuck reader thread
             fd = os.open(victim, os.O_WRONLY | os.O_NONBLOCK)
