@@ -155,6 +155,8 @@ def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, id
         return OFFSET_MOVED_TO_TIERED_STORAGE, None, start
     if st is None:
         return 0, None, start
+    if limit <= 0 and not whole_first:
+        return 0, None, start  # no room left in this response (KIP-74: only the first is whole)
     key = (name, idx, offset)
     if key in st.results:
         got = st.results[key]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import logging
+import queue
 import struct
 import threading
 import uuid
@@ -256,13 +257,59 @@ def verify_batches(buf: bytes | memoryview, first_offset: int, upper: int | None
     return pos, next_offset
 
 
+class _DaemonPool:
+    """A fixed set of daemon worker threads: a store call that never returns (a hung store) must
+    not keep the broker process from exiting, as concurrent.futures' joined workers would."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._q: queue.SimpleQueue[tuple[cf.Future[Any], Callable[..., Any], tuple[Any, ...]]
+                                  | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
+                         for i in range(threads)]
+        self._closed = False
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> cf.Future[T]:
+        if self._closed:
+            raise RuntimeError("pool closed")
+        fut: cf.Future[T] = cf.Future()
+        self._q.put((fut, fn, args))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits
+                fut.set_exception(e)
+
+    def shutdown(self) -> None:
+        self._closed = True
+        while True:  # queued work is cancelled; running work finishes on its own
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[0].cancel()
+        for _ in self._threads:
+            self._q.put(None)
+
+
 class RemoteLogReader:
     """Reads of remote segments on a thread pool, with the chunk and index caches."""
 
     def __init__(self, rsm: RemoteStorageManager, config: ReaderConfig | None = None) -> None:
         self.rsm = rsm
         self.cfg = config or ReaderConfig()
-        self.pool = cf.ThreadPoolExecutor(self.cfg.threads, thread_name_prefix="remote-reader")
+        self.pool = _DaemonPool(self.cfg.threads, "remote-reader")
         self.chunks = _Lru(self.cfg.cache_bytes)
         self.indexes = _Lru(self.cfg.index_cache_bytes)
         self._inflight: dict[tuple[uuid.UUID, int], cf.Future[bytes]] = {}
@@ -305,7 +352,7 @@ class RemoteLogReader:
     def close(self) -> None:
         with self._lock:
             self.closed = True
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown()
 
     # ---- chunks --------------------------------------------------------------------------------
     def _chunk(self, meta: RemoteLogSegmentMetadata, i: int) -> bytes:
