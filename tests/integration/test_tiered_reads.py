@@ -67,17 +67,19 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SamsaBrok
         b.close()
 
 
-def create(bs: str, topic: str, segment: int, local: int, **extra: str) -> None:
+def create(bs: str, topic: str, segment: int, local: int, partitions: int = 1,
+           **extra: str) -> None:
     cfg = {"remote.storage.enable": "true", "segment.bytes": str(segment),
            "local.retention.bytes": str(local), "retention.ms": "-1", **extra}
     admin = AdminClient({"bootstrap.servers": bs})
-    admin.create_topics([NewTopic(topic, 1, 1, config=cfg)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=cfg)])[topic].result(15)
 
 
-def list_offset(w: Wire, topic: str, ts: int, version: int = 8) -> tuple[int, int, int]:
+def list_offset(w: Wire, topic: str, ts: int, version: int = 8,
+                partition: int = 0) -> tuple[int, int, int]:
     """(error, offset, leader epoch) of ListOffsets for one timestamp spec."""
     p = w.request(2, version, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                         "timestamp": ts}]}]}).topics[0].partitions[0]
     return int(p.error_code), int(p.offset), int(p.leader_epoch)
 
@@ -95,14 +97,15 @@ def fetch(w: Wire, topic: str, offset: int, max_bytes: int = 1 << 20,
                      ).responses[0].partitions[0]
 
 
-def wait_tiered(bs: str, topic: str, local_start_at_least: int, timeout: float = 60) -> int:
+def wait_tiered(bs: str, topic: str, local_start_at_least: int, timeout: float = 60,
+                partition: int = 0) -> int:
     """Wait until the local log starts at or past the given offset (copied, then deleted
     locally); returns the local log start."""
     w = Wire(bs)
     try:
         deadline = time.monotonic() + timeout
         while True:
-            err, local, _ = list_offset(w, topic, -4)
+            err, local, _ = list_offset(w, topic, -4, partition=partition)
             assert err == 0
             if local >= local_start_at_least:
                 return local
@@ -113,7 +116,8 @@ def wait_tiered(bs: str, topic: str, local_start_at_least: int, timeout: float =
 
 
 def produce(bs: str, topic: str, start: int, n: int, size: int,
-            txn: tuple[str, bool] | None = None, batch: int = 16 << 10) -> None:
+            txn: tuple[str, bool] | None = None, batch: int = 16 << 10,
+            partition: int = 0) -> None:
     """Records start..start+n-1 (key, value, timestamp derived from the index); `txn`:
     (transactional id, commit?) writes them in one transaction."""
     conf: dict[str, Any] = {"bootstrap.servers": bs, "linger.ms": 20, "batch.size": batch,
@@ -127,7 +131,8 @@ def produce(bs: str, topic: str, start: int, n: int, size: int,
     for i in range(start, start + n):
         while True:
             try:
-                p.produce(topic, key=key(i), value=value(i, size), timestamp=T0 + i, partition=0)
+                p.produce(topic, key=key(i), value=value(i, size), timestamp=T0 + i,
+                          partition=partition)
                 break
             except BufferError:
                 p.poll(0.05)
@@ -336,6 +341,61 @@ def test_read_committed_from_the_remote_tier(tiered: tuple[SamsaBroker, Path]) -
         assert [a.first_offset for a in p.aborted_transactions] == [121]
     finally:
         w.close()
+
+
+def test_several_remote_partitions_in_one_fetch(tiered: tuple[SamsaBroker, Path]) -> None:
+    """Kafka serves remote data for one partition per Fetch; Samsa reads several at once, within
+    the response's byte limits."""
+    b, _store = tiered
+    bs = b.bootstrap
+    topic = "tiered-parts"
+    create(bs, topic, segment=32 << 10, local=64 << 10, partitions=3)
+    for p in range(3):
+        produce(bs, topic, 0, 300, SMALL, partition=p)
+    for p in range(3):
+        wait_tiered(bs, topic, 100, partition=p)
+    w = Wire(bs)
+    try:
+        def fetch3(max_bytes: int, part_max: int) -> Any:
+            return w.request(1, 11, {
+                "replica_id": -1, "max_wait": 100, "min_bytes": 1, "max_bytes": max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+                "forgotten_topics_data": [], "topics": [{"topic": topic, "partitions": [
+                    {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0,
+                     "log_start_offset": -1, "partition_max_bytes": part_max}
+                    for p in range(3)]}]}).responses[0].partitions
+        parts = fetch3(1 << 20, 20_000)
+        assert [p.error_code for p in parts] == [0, 0, 0]
+        assert all(p.records for p in parts)  # all three from the store, in one answer
+        for p in parts:
+            assert len(p.records) <= 20_000  # (batches are ~16 KiB: partition_max_bytes holds)
+            assert offsets_first(p.records) == 0
+        # the response limit holds across them: the first gets its first batch whole, the
+        # others only what fits
+        parts = fetch3(5000, 1 << 20)
+        sizes = [len(p.records or b"") for p in parts]
+        assert sizes[0] > 0 and sum(sizes[1:]) <= max(5000 - sizes[0], 0)
+    finally:
+        w.close()
+    c = Consumer({"bootstrap.servers": bs, "group.id": "parts", "auto.offset.reset": "error",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    seen: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    deadline = time.monotonic() + 60
+    try:
+        while sum(map(len, seen.values())) < 900:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in seen.items()}
+            for m in c.consume(1000, 1.0):
+                assert not m.error(), m.error()
+                assert m.key() == key(m.offset()) and m.value() == value(m.offset(), SMALL)
+                seen[m.partition()].append(m.offset())
+    finally:
+        c.close()
+    assert all(v == list(range(300)) for v in seen.values())
+
+
+def offsets_first(records: bytes) -> int:
+    return int.from_bytes(records[:8], "big")
 
 
 # ---- a failing store ---------------------------------------------------------------------------

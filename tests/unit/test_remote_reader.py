@@ -326,3 +326,22 @@ def test_verify_batches_rejects_offsets_out_of_place() -> None:
         verify_batches(a + bytes(b), 0, None, True, 1 << 20)
     with pytest.raises(CorruptRemoteData):  # past the segment's last offset
         verify_batches(a, 0, None, True, 1 << 20, last_allowed=1)
+
+
+def test_fit_trims_to_whole_batches() -> None:
+    from samsa.broker.handlers.remote_reads import fit
+    from samsa.storage.remote.reader import RemoteRead
+
+    parts = []
+    for base in (0, 3, 6):
+        x = batch(base, 3)
+        struct.pack_into(">q", x, 0, base)
+        parts.append(bytes(x))
+    a, b, c = parts
+    got = RemoteRead(a + b + c, 9, None)
+    assert fit(got, 1 << 20, False) is got
+    two = fit(got, len(a) + len(b) + 10, False)
+    assert two is not None and two.records == a + b and two.next_offset == 6
+    assert fit(got, 10, False) is None  # nothing fits
+    one = fit(got, 10, True)  # the response's first data: its first batch whole (KIP-74)
+    assert one is not None and one.records == a and one.next_offset == 3

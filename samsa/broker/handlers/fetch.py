@@ -172,7 +172,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                     else 0, total == 0, upper, read_committed, replica >= 0 and lead is not None)
                 if below is not None:
                     code, got, shown = below
-                    data = got.records if got is not None and (limit > 0 or total == 0) else b""
+                    data = got.records if got is not None else b""
                     total += len(data)
                     remaining -= len(data)
                     errors = errors or code != 0

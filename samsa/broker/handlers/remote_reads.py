@@ -9,17 +9,19 @@ partition's records, as Kafka does, and the consumer fetches again), a ListOffse
 timeout or `remote.list.offsets.request.timeout.ms`. A store failure (unreachable, errors, a
 corrupt object) is answered with KAFKA_STORAGE_ERROR, retriable: clients retry, nothing hangs.
 
-As in Kafka, one Fetch reads remote data for at most one partition (the first one in request order
-that needs it); other remote-only partitions are answered empty and read by the next Fetch.
+Kafka reads remote data for one partition per Fetch; Samsa reads up to MAX_REMOTE_PARTITIONS at
+once (each sized for the room before the others, trimmed to whole batches to the room actually left).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD
 from samsa.protocol.errors import Err
 from samsa.storage.remote.reader import (
     ReaderBusy,
@@ -38,6 +40,8 @@ log = logging.getLogger("samsa.remote.reads")
 
 OFFSET_MOVED_TO_TIERED_STORAGE = 109  # Kafka's error code (KIP-405): a follower below local start
 REPLICA_NOT_AVAILABLE = 9  # Kafka's answer while the remote log metadata is not replayed yet
+_BATCH_LEN = struct.Struct(">i")
+_BATCH_PREFIX = struct.Struct(">q")
 FETCH_MAX_WAIT_MS = 500  # Kafka's remote.fetch.max.wait.ms default
 LIST_OFFSETS_TIMEOUT_MS = 30000  # Kafka's remote.list.offsets.request.timeout.ms default
 
@@ -123,15 +127,22 @@ class RemoteWant:
 
 @dataclass
 class RemoteFetchState:
-    """One Fetch's remote part: the partition chosen to read from the store this time, and what
-    came back (RemoteRead, an error code, or None: not back within remote.fetch.max.wait.ms)."""
+    """One Fetch's remote part: the partitions to read from the store this time (at most
+    MAX_REMOTE_PARTITIONS, read at once) and what came back (RemoteRead, an error code, or None:
+    not back within remote.fetch.max.wait.ms)."""
 
-    want: RemoteWant | None = None
+    wants: dict[tuple[str, int, int], RemoteWant] = field(default_factory=dict)
     results: dict[tuple[str, int, int], RemoteRead | int | None] = field(default_factory=dict)
 
     @property
     def pending(self) -> bool:
-        return self.want is not None and self.want.key not in self.results
+        return any(k not in self.results for k in self.wants)
+
+
+# Kafka reads remote data for one partition per Fetch (a documented limitation): the others wait
+# for later Fetches, and a consumer of many tiered partitions starves all but the first in its
+# request order. Samsa reads up to this many at once, each on its own reader thread.
+MAX_REMOTE_PARTITIONS = 8
 
 
 def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, idx: int,
@@ -155,20 +166,43 @@ def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, id
         return OFFSET_MOVED_TO_TIERED_STORAGE, None, start
     if st is None:
         return 0, None, start
-    if limit <= 0 and not whole_first:
-        return 0, None, start  # no room left in this response (KIP-74: only the first is whole)
     key = (name, idx, offset)
     if key in st.results:
         got = st.results[key]
         if isinstance(got, int):
             return got, None, start
+        if got is not None:
+            got = fit(got, limit, whole_first)
         return 0, got, start
-    if st.want is None:
-        st.want = RemoteWant(key, t, offset, limit, whole_first, upper, committed)
+    if limit <= 0 and not whole_first:
+        return 0, None, start  # no room left in this response (KIP-74: only the first is whole)
+    if key not in st.wants and len(st.wants) < MAX_REMOTE_PARTITIONS:
+        st.wants[key] = RemoteWant(key, t, offset, limit, whole_first, upper, committed)
     return 0, None, start
 
 
-def _read_blocking(r: RemoteLogReader, rlmm: Any, tp: TopicIdPartition, w: RemoteWant,
+def fit(got: RemoteRead, limit: int, whole_first: bool) -> RemoteRead | None:
+    """What of a remote read fits the room left in the response (the reads run at once, each
+    sized for the room before the others): whole batches only, the first whole when it is the
+    response's first data (KIP-74); None when nothing fits."""
+    data = got.records
+    if len(data) <= limit:
+        return got
+    n = 0
+    last = -1
+    mv = memoryview(data)
+    while n + HEADER_SIZE <= len(data):
+        size = _BATCH_LEN.unpack_from(mv, n + 8)[0] + LOG_OVERHEAD
+        if n + size > limit and not (n == 0 and whole_first):
+            break
+        last = _BATCH_PREFIX.unpack_from(mv, n)[0] + _BATCH_LEN.unpack_from(mv, n + 23)[0]
+        n += size
+    if n == 0:
+        return None
+    return RemoteRead(bytes(mv[:n]), last + 1, got.aborted)
+
+
+def _read_blocking(r: RemoteLogReader, w: RemoteWant,
                    metas: list[RemoteLogSegmentMetadata]) -> RemoteRead:
     """On a reader thread: read from the segment holding the offset; past its last batch (a gap),
     from the next one."""
@@ -181,43 +215,58 @@ def _read_blocking(r: RemoteLogReader, rlmm: Any, tp: TopicIdPartition, w: Remot
     return RemoteRead(b"", w.offset, [] if w.committed else None)
 
 
-async def run(broker: Broker, st: RemoteFetchState) -> None:
-    """Read the wanted partition from the store, waiting at most remote.fetch.max.wait.ms."""
-    w = st.want
-    assert w is not None
-    rlmm, tp = w.tier.rlmm, w.tier.tp
-    first = rlmm.segment_for_offset(tp, w.offset)
+def _segments_from(rlmm: Any, tp: TopicIdPartition, offset: int) -> list[RemoteLogSegmentMetadata]:
+    first = rlmm.segment_for_offset(tp, offset)
     if first is None:
-        st.results[w.key] = Err.OFFSET_OUT_OF_RANGE
-        return
+        return []
     metas = [first]
     while len(metas) < 3:
         nxt = rlmm.segment_for_offset(tp, metas[-1].end_offset + 1)
         if nxt is None or nxt.id == metas[-1].id:
             break
         metas.append(nxt)
-    r = reader(w.tier)
-    wait_ms = _config_ms(w.tier, "remote.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
-    try:
-        fut = r.submit(_read_blocking, r, rlmm, tp, w, metas)
-    except ReaderBusy as e:
-        log.warning("remote fetch of %s at %d refused: %s", tp, w.offset, e)
-        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
-        return
-    try:
-        got = await asyncio.wait_for(asyncio.wrap_future(fut), wait_ms / 1000)
-    except TimeoutError:
-        st.results[w.key] = None  # answered without it; the read goes on and warms the cache
-        return
-    except RemoteReadError as e:
-        log.error("remote fetch of %s at offset %d failed: %s", tp, w.offset, e)
-        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
-        return
-    except Exception:
-        log.exception("remote fetch of %s at offset %d failed", tp, w.offset)
-        st.results[w.key] = Err.KAFKA_STORAGE_ERROR
-        return
-    st.results[w.key] = got
+    return metas
+
+
+async def run(broker: Broker, st: RemoteFetchState) -> None:
+    """Read the wanted partitions from the store at once, waiting at most
+    remote.fetch.max.wait.ms; each gets its records, an error code, or None (not back in time:
+    answered without records, the read goes on and warms the cache for the next Fetch)."""
+    futs: dict[tuple[str, int, int], asyncio.Future[RemoteRead]] = {}
+    wait_ms = FETCH_MAX_WAIT_MS
+    for key, w in st.wants.items():
+        if key in st.results:
+            continue
+        metas = _segments_from(w.tier.rlmm, w.tier.tp, w.offset)
+        if not metas:
+            st.results[key] = Err.OFFSET_OUT_OF_RANGE
+            continue
+        r = reader(w.tier)
+        wait_ms = _config_ms(w.tier, "remote.fetch.max.wait.ms", FETCH_MAX_WAIT_MS)
+        try:
+            futs[key] = asyncio.wrap_future(r.submit(_read_blocking, r, w, metas))
+        except ReaderBusy as e:
+            # the first one refused is an error (the store is that far behind); the rest wait
+            log.warning("remote fetch of %s at %d refused: %s", w.tier.tp, w.offset, e)
+            st.results[key] = Err.KAFKA_STORAGE_ERROR if not futs else None
+    if futs:
+        await asyncio.wait(futs.values(), timeout=wait_ms / 1000)
+    for key, fut in futs.items():
+        w = st.wants[key]
+        if not fut.done():
+            fut.cancel()  # a read not started yet is dropped; one under way finishes
+            st.results[key] = None
+            continue
+        exc = fut.exception()
+        if exc is None:
+            st.results[key] = fut.result()
+        else:
+            if isinstance(exc, RemoteReadError):
+                log.error("remote fetch of %s at offset %d failed: %s", w.tier.tp, w.offset, exc)
+            else:
+                log.error("remote fetch of %s at offset %d failed", w.tier.tp, w.offset,
+                          exc_info=exc)
+            st.results[key] = Err.KAFKA_STORAGE_ERROR
 
 
 # ---- ListOffsets --------------------------------------------------------------------------------
