@@ -147,6 +147,15 @@ def test_credentials_come_from_the_aws_chain(moto: MotoS3, tmp_path: Path) -> No
         with pytest.raises(RemoteResourceNotFound):
             rsm.fetch_index(meta, IndexType.OFFSET)
     assert proxy.requests and "Credential=samsa-test-key/" in proxy.requests[0][2]
+    # static keys in the config take precedence over the chain
+    with S3FaultProxy(moto.endpoint) as proxy:
+        rsm = _rsm(proxy.endpoint, **{"aws.access.key.id": "STATICKEY9",
+                                      "aws.secret.access.key": "static-secret"})
+        with pytest.raises(RemoteResourceNotFound):
+            rsm.fetch_index(meta, IndexType.OFFSET)
+    assert proxy.requests and "Credential=STATICKEY9/" in proxy.requests[0][2]
+    with pytest.raises(ValueError, match="go together"):
+        _rsm(moto.endpoint, **{"aws.access.key.id": "only-the-id"})
 
 
 def _closed_port() -> int:

@@ -114,7 +114,10 @@ def test_backfill_reads_remote_segments_from_the_store(spark: SparkSession, brok
     assert moto.keys(BUCKET, "cluster-a/"), "nothing in the bucket"
 
     opts = {"kafka.bootstrap.servers": bs, "subscribe": TOPIC, "includeHeaders": "true"}
-    remote = {**opts, "samsa.remote.read": "true", **_store(moto)}
+    # the Spark workers started before the AWS variables were set: static keys instead
+    keys = {"rsm.config.aws.access.key.id": moto.env["AWS_ACCESS_KEY_ID"],
+            "rsm.config.aws.secret.access.key": moto.env["AWS_SECRET_ACCESS_KEY"]}
+    remote = {**opts, "samsa.remote.read": "true", **_store(moto), **keys}
     through_broker = _collect(spark.read.format("samsa").options(**opts).load())
     from_store = _collect(spark.read.format("samsa").options(**remote).load())
     expected = _rows([{**s, "timestamp": _ts(s["timestamp"]),

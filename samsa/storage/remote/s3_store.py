@@ -5,7 +5,9 @@ Configuration (`rsm.config.*` broker properties, prefix stripped):
   region), `endpoint.url` (an S3-compatible service: MinIO, moto, Ceph; path-style addressing is
   then used unless `path.style.access=false`), `profile` (a named profile of the shared config).
 - Credentials come from boto3's default chain: environment (`AWS_ACCESS_KEY_ID`, ...), the shared
-  credentials/config files, web identity, container or instance metadata.
+  credentials/config files, web identity, container or instance metadata. Static keys
+  (`aws.access.key.id`, `aws.secret.access.key`, optional `aws.session.token`) take precedence
+  when set: for S3-compatible stores, or Spark executors whose environment has no chain.
 - `multipart.threshold.bytes` (default 64 MiB): a segment log at least this large is uploaded in
   parts of `multipart.part.size.bytes` (default 16 MiB, S3's minimum 5 MiB) on
   `upload.concurrency` threads (default 4); a failed multipart upload is aborted.
@@ -131,7 +133,14 @@ class S3RemoteStorageManager:
             max_pool_connections=max(10, concurrency * 2),
             s3={"addressing_style": "path" if path_style else "auto"},
         )
-        session = boto3.session.Session(profile_name=cfg.get("profile") or None)
+        keys = {"aws_access_key_id": cfg.get("aws.access.key.id") or None,
+                "aws_secret_access_key": cfg.get("aws.secret.access.key") or None,
+                "aws_session_token": cfg.get("aws.session.token") or None}
+        if bool(keys["aws_access_key_id"]) != bool(keys["aws_secret_access_key"]):
+            raise ValueError("rsm.config.aws.access.key.id and rsm.config.aws.secret.access.key "
+                             "go together")
+        session = boto3.session.Session(profile_name=cfg.get("profile") or None,
+                                        **{k: v for k, v in keys.items() if v})
         self._client = session.client("s3", region_name=cfg.get("region") or None,
                                       endpoint_url=endpoint, config=botocfg)
         self._transfer = TransferConfig(
