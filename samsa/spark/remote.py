@@ -65,7 +65,16 @@ class RemoteReadOptions:
     rsm_props: dict[str, str]  # the rsm.config.* options, prefix kept (create_rsm strips it)
 
     def open(self) -> RemoteStorageManager:
-        return create_rsm(self.class_name, self.rsm_props)
+        """The store client, one per worker process and configuration (a boto3 client costs
+        tens of milliseconds to build; Spark reuses its Python workers across partitions)."""
+        key = (self.class_name, tuple(sorted(self.rsm_props.items())))
+        rsm = _OPEN.get(key)
+        if rsm is None:
+            rsm = _OPEN[key] = create_rsm(self.class_name, self.rsm_props)
+        return rsm
+
+
+_OPEN: dict[tuple[str, tuple[tuple[str, str], ...]], RemoteStorageManager] = {}
 
 
 def remote_options(raw: dict[str, str]) -> RemoteReadOptions | None:
@@ -212,6 +221,8 @@ def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, in
 
 def _start_position(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, offset: int) -> int:
     """The file position of the last indexed batch at or before `offset` (0 without an index)."""
+    if offset <= meta.start_offset:
+        return 0
     try:
         raw = rsm.fetch_index(meta, IndexType.OFFSET)
     except RemoteResourceNotFound:
@@ -283,43 +294,40 @@ def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_he
     """The rows of [r.start, r.end) from the store, exactly as a consumer sees them."""
     meta = r.meta
     rsm = opts.open()
+    aborted = _aborted(rsm, meta) if read_committed else []
+    cols = _Columns(r.topic, r.partition, include_headers)
     try:
-        aborted = _aborted(rsm, meta) if read_committed else []
-        cols = _Columns(r.topic, r.partition, include_headers)
-        try:
-            for data, at in segment_batches(rsm, meta, r.start, r.end):
-                h = read_header(data, at)
-                if h.is_control:
-                    continue
-                if aborted and h.is_transactional and any(
-                        pid == h.producer_id and first <= h.base_offset <= last
-                        for pid, first, last in aborted):
-                    continue
-                ts_type = 1 if h.attributes & TIMESTAMP_TYPE_BIT else 0
-                for rec in decode_batch(data, at):
-                    if r.start <= rec.offset < r.end:
-                        cols.keys.append(None if rec.key is None else bytes(rec.key))
-                        cols.values.append(None if rec.value is None else bytes(rec.value))
-                        cols.offsets.append(rec.offset)
-                        cols.ts.append(rec.timestamp * 1000)
-                        cols.ts_types.append(ts_type)
-                        if include_headers:
-                            cols.hdrs.append([{"key": k, "value": None if v is None else bytes(v)}
-                                              for k, v in rec.headers] or None)
-                if len(cols) >= BATCH_ROWS:
-                    yield cols.batch()
-        except RemoteResourceNotFound as e:
-            # total retention deleted the segment since the plan was made
-            msg = (f"offsets {r.start}..{r.end - 1} of {key(r.topic, r.partition)} were deleted "
-                   f"from the remote store ({e}); some data may have been lost")
-            if fail_on_data_loss:
-                raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost data and "
-                                          "continue.") from e
-            log.warning(msg)
-        if len(cols):
-            yield cols.batch()
-    finally:
-        rsm.close()
+        for data, at in segment_batches(rsm, meta, r.start, r.end):
+            h = read_header(data, at)
+            if h.is_control:
+                continue
+            if aborted and h.is_transactional and any(
+                    pid == h.producer_id and first <= h.base_offset <= last
+                    for pid, first, last in aborted):
+                continue
+            ts_type = 1 if h.attributes & TIMESTAMP_TYPE_BIT else 0
+            for rec in decode_batch(data, at):
+                if r.start <= rec.offset < r.end:
+                    cols.keys.append(None if rec.key is None else bytes(rec.key))
+                    cols.values.append(None if rec.value is None else bytes(rec.value))
+                    cols.offsets.append(rec.offset)
+                    cols.ts.append(rec.timestamp * 1000)
+                    cols.ts_types.append(ts_type)
+                    if include_headers:
+                        cols.hdrs.append([{"key": k, "value": None if v is None else bytes(v)}
+                                          for k, v in rec.headers] or None)
+            if len(cols) >= BATCH_ROWS:
+                yield cols.batch()
+    except RemoteResourceNotFound as e:
+        # total retention deleted the segment since the plan was made
+        msg = (f"offsets {r.start}..{r.end - 1} of {key(r.topic, r.partition)} were deleted "
+               f"from the remote store ({e}); some data may have been lost")
+        if fail_on_data_loss:
+            raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost data and "
+                                      "continue.") from e
+        log.warning(msg)
+    if len(cols):
+        yield cols.batch()
 
 
 def read_remote_rows(opts: RemoteReadOptions, r: RemoteSegmentRange, include_headers: bool = True,
