@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import struct
 import time
 import uuid
@@ -63,6 +64,28 @@ ORPHAN_GRACE_MS = 60_000
 
 # tests: called with a step name at each step of a copy or a deletion
 step_hook: Callable[[str], None] | None = None
+# crash tests of a broker subprocess: "<step>:<n>" SIGKILLs the process at the n-th time it reaches
+# that step (copy-started, log-copying, copy-uploaded, copy-finished, expire-start-moved,
+# delete-started, delete-log-removed, delete-removed, delete-finished)
+KILL_AT_ENV = "SAMSATEST_REMOTE_KILL_AT"
+
+
+def install_kill_hook(spec: str | None = None) -> None:
+    """Set step_hook from KILL_AT_ENV (no-op when unset)."""
+    global step_hook
+    spec = spec if spec is not None else os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    step, _, nth = spec.rpartition(":")
+    left = [int(nth)]
+
+    def hook(name: str) -> None:
+        if name == step:
+            left[0] -= 1
+            if left[0] <= 0:
+                log.warning("test hook: kill -9 at remote step %s", name)
+                os.kill(os.getpid(), signal.SIGKILL)
+    step_hook = hook
 
 
 def _step(name: str) -> None:
@@ -517,6 +540,9 @@ def for_broker(broker: Any) -> RemoteLogManager:
                           cfg.metadata_replication)
     broker._internal_hooks(topic)
     rlmm = RemoteLogMetadataManager(topic, broker.logs)
+    install_kill_hook()
+    if hasattr(rsm, "hook"):
+        rsm.hook = _step  # the store's own steps (log-copying, delete-log-removed)
 
     def topic_id(name: str) -> uuid.UUID | None:
         t = broker.node.image.topics.get(name)
