@@ -483,6 +483,21 @@ for _c in [
     BROKER_CONFIGS[_c.name] = _c
 # ---- end tiered storage ----
 
+# ---- tiered storage, the read side (samsa.storage.remote.reader; helper tier-read) ----
+for _c in [
+    ConfigDef("remote.list.offsets.request.timeout.ms", "long", "30000",
+              "Longest wait of a ListOffsets for a remote lookup (v10 requests bring their own).",
+              at_least=1),
+    ConfigDef("samsa.remote.fetch.cache.size.bytes", "long", str(128 << 20),
+              "Memory for remote segment data read or read ahead for fetches (Samsa's cache).",
+              at_least=0),
+    ConfigDef("samsa.remote.fetch.chunk.bytes", "int", str(1 << 20),
+              "Unit of remote reads and of the read-ahead (one store request per chunk).",
+              at_least=4096),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+# ---- end tiered storage, the read side ----
+
 _LISTENER_PREFIXED = re.compile(r"^listener\.name\.[a-z0-9_]+\.(.+)$")
 
 
