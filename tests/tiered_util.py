@@ -33,7 +33,8 @@ TIERED_BROKER = {
 
 def store(b: SamsaBroker) -> LocalDirectoryRemoteStorageManager:
     rsm = LocalDirectoryRemoteStorageManager()
-    rsm.configure({"dir": str(b.data_dir / "remote-storage")})
+    rsm.configure({"dir": b.overrides.get("rsm.config.dir")
+                   or str(b.data_dir / "remote-storage")})
     return rsm
 
 

@@ -5,9 +5,12 @@ copy/delete switches, Kafka's config checks, and orphaned objects go."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import (
@@ -212,3 +215,46 @@ def test_remote_data_of_a_deleted_topic_goes(broker: SamsaBroker) -> None:
                           if o.segment_id.tp.topic == topic], 30, "remote data deleted")
     cache = read_metadata(broker.bootstrap)
     assert not [tp for tp in cache.topic_partitions() if tp.topic == topic]
+
+
+def test_store_failures_back_off_and_keep_local_data(tmp_path: Path) -> None:
+    """A store that fails every upload: copies are retried with growing back-off
+    (remote.log.manager.task.retry.backoff.*), no local segment is deleted meanwhile, every record
+    stays readable; once the store is back, copying catches up and nothing is left half done."""
+    store_dir = tmp_path / "store"
+    ov = {**TIERED_BROKER, "rsm.config.dir": str(store_dir)}
+    with SamsaBroker(overrides=ov) as b:
+        topic = "tiered-failing"
+        create(b, topic, **{"local.retention.bytes": str(SEG)})
+        shutil.rmtree(store_dir)
+        store_dir.write_bytes(b"")  # the store's directory is a file now: every call fails
+        acked = produce(b.bootstrap, topic, 1000)
+        pattern = re.compile(rf"remote copy of {topic}-0:\S+ failed \(attempt (\d+), next in "
+                             r"([0-9.]+)s\)")
+
+        def attempts() -> list[tuple[int, float]]:
+            return [(int(a), float(w)) for a, w in pattern.findall(b.log_text())]
+        wait_for(lambda: len(attempts()) >= 3, 30, "three failed copies")
+        seen = attempts()
+        assert [a for a, _ in seen[:3]] == [1, 2, 3]
+        waits = [w for _, w in seen[:3]]
+        assert waits[0] < waits[1] < waits[2], waits  # exponential back-off
+        assert local_log_start(b, topic) == 0  # nothing copied, so nothing deleted locally
+        assert broker_records(b.bootstrap, topic) == acked
+        store_dir.unlink()
+        store_dir.mkdir()
+
+        def caught_up() -> bool:
+            _, segs = remote_records(b, topic)
+            return bool(segs) and local_log_start(b, topic) > 0
+        wait_for(caught_up, 60, "copies resumed after the store came back")
+        assert broker_records(b.bootstrap, topic) == acked
+        wait_for(lambda: _clean(b, topic), 30, "the failed attempts cleaned up")
+
+
+def _clean(b: SamsaBroker, topic: str) -> bool:
+    try:
+        assert_store_clean(b, topic)
+    except AssertionError:
+        return False
+    return True
