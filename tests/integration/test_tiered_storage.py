@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -258,3 +260,29 @@ def _clean(b: SamsaBroker, topic: str) -> bool:
     except AssertionError:
         return False
     return True
+
+
+def test_tiering_an_existing_topic_with_the_cli(broker: SamsaBroker) -> None:
+    """The docs' commands: `samsa topics alter --config remote.storage.enable=true` on a topic
+    with data copies its closed segments; `samsa consume __remote_log_metadata` shows them."""
+    def cli(*args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
+        r = subprocess.run([sys.executable, "-m", "samsa.cli.main", *args, "--bootstrap-server",
+                            broker.bootstrap], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    topic = "tiered-late"
+    cli("topics", "create", topic, "--config", f"segment.bytes={SEG}")
+    acked = produce(broker.bootstrap, topic, 600)
+    time.sleep(1.0)  # five remote log manager passes: nothing is copied yet
+    assert not remote_records(broker, topic)[1]
+    cli("topics", "alter", topic, "--config", "remote.storage.enable=true")
+    wait_for(lambda: len(remote_records(broker, topic)[1]) >= 3, 30, "segments copied")
+    assert broker_records(broker.bootstrap, topic) == acked
+    out = cli("consume", "__remote_log_metadata", "--from-beginning", "--max-messages", "1000",
+              "--timeout", "5")
+    mine = [line for line in out.splitlines() if f'"topic":"{topic}"' in line]
+    assert any('"t":"segment"' in line for line in mine), out[-2000:]
+    assert any('"t":"update"' in line and '"state":1' in line for line in mine)
