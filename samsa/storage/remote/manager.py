@@ -61,6 +61,9 @@ FOREIGN_DANGLING_MS = 300_000
 # objects the metadata does not know are deleted once this old (a copy publishes its
 # COPY_SEGMENT_STARTED before it uploads, so only a lost metadata write leaves such objects)
 ORPHAN_GRACE_MS = 60_000
+# a partition whose topic (by id) the image does not hold must stay so this long before its remote
+# data is deleted (an image lagging behind the metadata topic is not a deletion)
+GONE_CONFIRM_S = 5.0
 
 # tests: called with a step name at each step of a copy or a deletion
 step_hook: Callable[[str], None] | None = None
@@ -127,6 +130,7 @@ class RemoteLogManager:
         self._closed = False
         # remote.log.manager.copy.max.bytes.per.second: when the next copy may start
         self._copy_quota_free_at = 0.0
+        self._gone_since: dict[TopicIdPartition, float] = {}  # partitions of topics not seen
         # the broker's settings (the read path reads its own from it); the read path's reader
         # (samsa.storage.remote.reader), set lazily by it, closed here
         self.config: Any = None
@@ -482,8 +486,14 @@ class RemoteLogManager:
     async def _delete_removed_partitions(self) -> None:
         """The remote data of partitions whose topic is gone (KIP-405's partition delete:
         DELETE_PARTITION_MARKED, _STARTED, every segment, _FINISHED)."""
+        now = time.monotonic()
         for tp in self.rlmm.topic_partitions():
             if self.topic_id(tp.topic) == tp.topic_id:
+                self._gone_since.pop(tp, None)
+                continue
+            # gone for a while, not just unknown to an image that lags the metadata topic
+            first = self._gone_since.setdefault(tp, now)
+            if now - first < max(2 * self.cfg.task_interval_ms / 1000, GONE_CONFIRM_S):
                 continue
             try:
                 state = self.rlmm.delete_state(tp)
