@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import struct
 import time
 import uuid
@@ -60,9 +61,34 @@ FOREIGN_DANGLING_MS = 300_000
 # objects the metadata does not know are deleted once this old (a copy publishes its
 # COPY_SEGMENT_STARTED before it uploads, so only a lost metadata write leaves such objects)
 ORPHAN_GRACE_MS = 60_000
+# a partition whose topic (by id) the image does not hold must stay so this long before its remote
+# data is deleted (an image lagging behind the metadata topic is not a deletion)
+GONE_CONFIRM_S = 5.0
 
 # tests: called with a step name at each step of a copy or a deletion
 step_hook: Callable[[str], None] | None = None
+# crash tests of a broker subprocess: "<step>:<n>" SIGKILLs the process at the n-th time it reaches
+# that step (copy-started, log-copying, copy-uploaded, copy-finished, expire-start-moved,
+# delete-started, delete-log-removed, delete-removed, delete-finished)
+KILL_AT_ENV = "SAMSATEST_REMOTE_KILL_AT"
+
+
+def install_kill_hook(spec: str | None = None) -> None:
+    """Set step_hook from KILL_AT_ENV (no-op when unset)."""
+    global step_hook
+    spec = spec if spec is not None else os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    step, _, nth = spec.rpartition(":")
+    left = [int(nth)]
+
+    def hook(name: str) -> None:
+        if name == step:
+            left[0] -= 1
+            if left[0] <= 0:
+                log.warning("test hook: kill -9 at remote step %s", name)
+                os.kill(os.getpid(), signal.SIGKILL)
+    step_hook = hook
 
 
 def _step(name: str) -> None:
@@ -102,6 +128,13 @@ class RemoteLogManager:
         self._runs = 0
         self._last_orphan_scan = 0.0
         self._closed = False
+        # remote.log.manager.copy.max.bytes.per.second: when the next copy may start
+        self._copy_quota_free_at = 0.0
+        self._gone_since: dict[TopicIdPartition, float] = {}  # partitions of topics not seen
+        # the broker's settings (the read path reads its own from it); the read path's reader
+        # (samsa.storage.remote.reader), set lazily by it, closed here
+        self.config: Any = None
+        self.reader: Any = None
         rlmm.listeners.append(self._on_metadata)
 
     # ---- lookups (also for the read path) ------------------------------------------------
@@ -137,6 +170,9 @@ class RemoteLogManager:
             with contextlib.suppress(BaseException):
                 await t
         self.rlmm.close()
+        if self.reader is not None:
+            with contextlib.suppress(Exception):
+                self.reader.close()
         close_topic = getattr(self.rlmm.topic, "close", None)  # forwarding channels (tier-ext)
         if close_topic is not None:
             with contextlib.suppress(Exception):
@@ -307,6 +343,7 @@ class RemoteLogManager:
         self._inflight.add(sid)
         published = False
         try:
+            await self._copy_quota(meta.segment_size_in_bytes)
             await self.rlmm.add_remote_log_segment_metadata(meta)
             published = True
             _step("copy-started")
@@ -337,6 +374,18 @@ class RemoteLogManager:
             self._inflight.discard(sid)
             with contextlib.suppress(OSError):
                 link.unlink()
+
+    async def _copy_quota(self, size: int) -> None:
+        """remote.log.manager.copy.max.bytes.per.second over this broker's copies: a copy starts
+        once the ones before it have used up their share of the rate."""
+        rate = self.cfg.copy_max_bytes_per_second
+        if rate <= 0 or rate >= 2**62:
+            return
+        now = time.monotonic()
+        start = max(now, self._copy_quota_free_at)
+        self._copy_quota_free_at = start + size / rate
+        if start > now:
+            await asyncio.sleep(start - now)
 
     def _current(self, meta: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadata | None:
         st = self.rlmm.partitions.get(meta.tp)
@@ -437,8 +486,14 @@ class RemoteLogManager:
     async def _delete_removed_partitions(self) -> None:
         """The remote data of partitions whose topic is gone (KIP-405's partition delete:
         DELETE_PARTITION_MARKED, _STARTED, every segment, _FINISHED)."""
+        now = time.monotonic()
         for tp in self.rlmm.topic_partitions():
             if self.topic_id(tp.topic) == tp.topic_id:
+                self._gone_since.pop(tp, None)
+                continue
+            # gone for a while, not just unknown to an image that lags the metadata topic
+            first = self._gone_since.setdefault(tp, now)
+            if now - first < max(2 * self.cfg.task_interval_ms / 1000, GONE_CONFIRM_S):
                 continue
             try:
                 state = self.rlmm.delete_state(tp)
@@ -525,6 +580,9 @@ def for_broker(broker: Any) -> RemoteLogManager:
                                     endpoint_of=broker.replicas.endpoint_of)
     broker._internal_hooks(topic)
     rlmm = RemoteLogMetadataManager(topic, broker.logs)
+    install_kill_hook()
+    if hasattr(rsm, "hook"):
+        rsm.hook = _step  # the store's own steps (log-copying, delete-log-removed)
 
     def topic_id(name: str) -> uuid.UUID | None:
         t = broker.node.image.topics.get(name)
@@ -536,5 +594,6 @@ def for_broker(broker: Any) -> RemoteLogManager:
 
     rlm = RemoteLogManager(cfg, broker.node_id, rsm, rlmm, broker.logs, broker.partition_log,
                            topic_id, cleanup_node)
+    rlm.config = config
     broker.replicas.remote_log_manager = rlm  # tier-ext: a follower bootstraps from the remote tier
     return rlm
