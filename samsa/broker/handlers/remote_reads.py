@@ -133,6 +133,7 @@ class RemoteFetchState:
 
     wants: dict[tuple[str, int, int], RemoteWant] = field(default_factory=dict)
     results: dict[tuple[str, int, int], RemoteRead | int | None] = field(default_factory=dict)
+    ran: bool = False  # one round of remote reads per Fetch: later passes add no more
 
     @property
     def pending(self) -> bool:
@@ -176,7 +177,7 @@ def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, id
         return 0, got, start
     if limit <= 0 and not whole_first:
         return 0, None, start  # no room left in this response (KIP-74: only the first is whole)
-    if key not in st.wants and len(st.wants) < MAX_REMOTE_PARTITIONS:
+    if key not in st.wants and len(st.wants) < MAX_REMOTE_PARTITIONS and not st.ran:
         st.wants[key] = RemoteWant(key, t, offset, limit, whole_first, upper, committed)
     return 0, None, start
 
@@ -232,6 +233,7 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
     """Read the wanted partitions from the store at once, waiting at most
     remote.fetch.max.wait.ms; each gets its records, an error code, or None (not back in time:
     answered without records, the read goes on and warms the cache for the next Fetch)."""
+    st.ran = True
     futs: dict[tuple[str, int, int], asyncio.Future[RemoteRead]] = {}
     wait_ms = FETCH_MAX_WAIT_MS
     for key, w in st.wants.items():
