@@ -104,6 +104,7 @@ class RemoteLogManagerConfig:
     expiration_threads: int = 10
     reader_threads: int = 10
     custom_metadata_max_bytes: int = 128
+    copy_max_bytes_per_second: int = 2**63 - 1
 
     @classmethod
     def from_broker(cls, get: Callable[[str], str | None]) -> RemoteLogManagerConfig:
@@ -129,4 +130,6 @@ class RemoteLogManagerConfig:
             expiration_threads=num("remote.log.manager.expiration.thread.pool.size", 10),
             reader_threads=num("remote.log.reader.threads", 10),
             custom_metadata_max_bytes=num("remote.log.metadata.custom.metadata.max.bytes", 128),
+            copy_max_bytes_per_second=num("remote.log.manager.copy.max.bytes.per.second",
+                                          2**63 - 1),
         )

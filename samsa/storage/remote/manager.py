@@ -23,6 +23,7 @@ import contextlib
 import logging
 import os
 import random
+import signal
 import struct
 import time
 import uuid
@@ -63,6 +64,28 @@ ORPHAN_GRACE_MS = 60_000
 
 # tests: called with a step name at each step of a copy or a deletion
 step_hook: Callable[[str], None] | None = None
+# crash tests of a broker subprocess: "<step>:<n>" SIGKILLs the process at the n-th time it reaches
+# that step (copy-started, log-copying, copy-uploaded, copy-finished, expire-start-moved,
+# delete-started, delete-log-removed, delete-removed, delete-finished)
+KILL_AT_ENV = "SAMSATEST_REMOTE_KILL_AT"
+
+
+def install_kill_hook(spec: str | None = None) -> None:
+    """Set step_hook from KILL_AT_ENV (no-op when unset)."""
+    global step_hook
+    spec = spec if spec is not None else os.environ.get(KILL_AT_ENV)
+    if not spec:
+        return
+    step, _, nth = spec.rpartition(":")
+    left = [int(nth)]
+
+    def hook(name: str) -> None:
+        if name == step:
+            left[0] -= 1
+            if left[0] <= 0:
+                log.warning("test hook: kill -9 at remote step %s", name)
+                os.kill(os.getpid(), signal.SIGKILL)
+    step_hook = hook
 
 
 def _step(name: str) -> None:
@@ -102,6 +125,12 @@ class RemoteLogManager:
         self._runs = 0
         self._last_orphan_scan = 0.0
         self._closed = False
+        # remote.log.manager.copy.max.bytes.per.second: when the next copy may start
+        self._copy_quota_free_at = 0.0
+        # the broker's settings (the read path reads its own from it); the read path's reader
+        # (samsa.storage.remote.reader), set lazily by it, closed here
+        self.config: Any = None
+        self.reader: Any = None
         rlmm.listeners.append(self._on_metadata)
 
     # ---- lookups (also for the read path) ------------------------------------------------
@@ -137,6 +166,9 @@ class RemoteLogManager:
             with contextlib.suppress(BaseException):
                 await t
         self.rlmm.close()
+        if self.reader is not None:
+            with contextlib.suppress(Exception):
+                self.reader.close()
         for pool in (self.copier, self.expirer, self.reader_pool):
             pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(Exception):
@@ -303,6 +335,7 @@ class RemoteLogManager:
         self._inflight.add(sid)
         published = False
         try:
+            await self._copy_quota(meta.segment_size_in_bytes)
             await self.rlmm.add_remote_log_segment_metadata(meta)
             published = True
             _step("copy-started")
@@ -333,6 +366,18 @@ class RemoteLogManager:
             self._inflight.discard(sid)
             with contextlib.suppress(OSError):
                 link.unlink()
+
+    async def _copy_quota(self, size: int) -> None:
+        """remote.log.manager.copy.max.bytes.per.second over this broker's copies: a copy starts
+        once the ones before it have used up their share of the rate."""
+        rate = self.cfg.copy_max_bytes_per_second
+        if rate <= 0 or rate >= 2**62:
+            return
+        now = time.monotonic()
+        start = max(now, self._copy_quota_free_at)
+        self._copy_quota_free_at = start + size / rate
+        if start > now:
+            await asyncio.sleep(start - now)
 
     def _current(self, meta: RemoteLogSegmentMetadata) -> RemoteLogSegmentMetadata | None:
         st = self.rlmm.partitions.get(meta.tp)
@@ -517,6 +562,9 @@ def for_broker(broker: Any) -> RemoteLogManager:
                           cfg.metadata_replication)
     broker._internal_hooks(topic)
     rlmm = RemoteLogMetadataManager(topic, broker.logs)
+    install_kill_hook()
+    if hasattr(rsm, "hook"):
+        rsm.hook = _step  # the store's own steps (log-copying, delete-log-removed)
 
     def topic_id(name: str) -> uuid.UUID | None:
         t = broker.node.image.topics.get(name)
@@ -526,5 +574,7 @@ def for_broker(broker: Any) -> RemoteLogManager:
         live = [b.broker_id for b in broker.node.image.live_brokers()]
         return not live or min(live) == broker.node_id
 
-    return RemoteLogManager(cfg, broker.node_id, rsm, rlmm, broker.logs, broker.partition_log,
-                            topic_id, cleanup_node)
+    rlm = RemoteLogManager(cfg, broker.node_id, rsm, rlmm, broker.logs, broker.partition_log,
+                           topic_id, cleanup_node)
+    rlm.config = config
+    return rlm

@@ -165,6 +165,9 @@ class RemoteLogMetadataCache:
             else:
                 st.segments[ev.segment_id.id] = cur.with_update(ev)
         else:
+            if (ev.tp not in self.partitions
+                    and ev.state == RemotePartitionDeleteState.DELETE_PARTITION_FINISHED):
+                return False  # already gone
             st = self.partitions.setdefault(ev.tp, _PartitionState())
             if st.delete_state is not None and ev.state <= st.delete_state:
                 return False
