@@ -25,6 +25,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from samsa.protocol import log_dirs_remote
 from samsa.testing import SamsaBroker
 from tests.wire import Wire
 
@@ -269,6 +270,16 @@ def test_remote_reads_across_tiers(tiered: tuple[SamsaBroker, Path]) -> None:
             assert time.monotonic() < deadline, part
             time.sleep(0.5)
         assert part["remoteSize"] > n * SMALL // 2 > part["size"]
+        # on the wire: v1 (not flexible) has the local size only; v4 adds the remote size as a
+        # tagged field, which decoders that know the tag read and others skip
+        v1 = w.request(35, 1, {"topics": [{"topic": topic, "partitions": [0]}]})
+        (p1,) = [p for r in v1.results for t in r.topics if t.name == topic for p in t.partitions]
+        assert p1.partition_size == part["size"]
+        w.send_raw(w.encode(35, 4, {"topics": [{"topic": topic, "partitions": [0]}]}))
+        frame = w.recv_frame()
+        v4 = log_dirs_remote.reader(4)(frame, 5)[0]  # after the v1 response header (flexible)
+        (p4,) = [p for r in v4.results for t in r.topics if t.name == topic for p in t.partitions]
+        assert (p4.partition_size, p4.remote_size) == (part["size"], part["remoteSize"])
 
         # DeleteRecords inside the remote tier: the start across tiers moves, reads below fail
         cut = local // 3
