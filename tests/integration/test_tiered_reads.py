@@ -564,3 +564,29 @@ def test_one_gib_with_50_mib_local_reads_every_offset(tmp_path: Path) -> None:
                 assert got.offset == offsets[i], (i, got.offset, offsets[i])
         finally:
             c.close()
+
+
+def test_remote_fetch_quota(tmp_path: Path) -> None:
+    """remote.log.manager.fetch.max.bytes.per.second: once this broker's remote reads exceed it,
+    remote-only partitions are answered without records and without an error (Kafka skips the
+    remote read); local reads go on."""
+    topic = "tiered-quota"
+    over = tiered_overrides(tmp_path / "store") | {
+        "remote.log.manager.fetch.max.bytes.per.second": "1000"}
+    with SamsaBroker(tmp_path / "data", overrides=over) as b:
+        bs = b.bootstrap
+        create(bs, topic, segment=32 << 10, local=64 << 10)
+        produce(bs, topic, 0, 300, SMALL)
+        local = wait_tiered(bs, topic, 100)
+        w = Wire(bs)
+        try:
+            p = fetch(w, topic, 0)  # nothing read yet: served (~32 KiB, far above 1000 B/s)
+            assert p.error_code == 0 and p.records
+            nxt = int.from_bytes(p.records[:8], "big") + 1
+            for off in (nxt, 50):
+                p = fetch(w, topic, off)
+                assert p.error_code == 0 and not p.records  # over the quota: skipped, no error
+            p = fetch(w, topic, local)  # the local log is not limited
+            assert p.error_code == 0 and p.records
+        finally:
+            w.close()
