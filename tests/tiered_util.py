@@ -33,7 +33,8 @@ TIERED_BROKER = {
 
 def store(b: SamsaBroker) -> LocalDirectoryRemoteStorageManager:
     rsm = LocalDirectoryRemoteStorageManager()
-    rsm.configure({"dir": str(b.data_dir / "remote-storage")})
+    rsm.configure({"dir": b.overrides.get("rsm.config.dir")
+                   or str(b.data_dir / "remote-storage")})
     return rsm
 
 
@@ -111,9 +112,10 @@ def remote_records(b: SamsaBroker, topic: str, partition: int = 0
     return out, segs
 
 
-def local_records(bootstrap: str, topic: str, partition: int = 0,
+def broker_records(bootstrap: str, topic: str, partition: int = 0,
                   timeout: float = 30.0) -> dict[int, bytes | None]:
-    """What a consumer reads from the earliest offset the broker offers to the end."""
+    """What a consumer reads from the earliest offset the broker offers (ListOffsets EARLIEST:
+    the start across tiers once the read path serves remote offsets) to the end."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tiered-test-local",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "fetch.max.bytes": 1 << 20})
@@ -187,6 +189,12 @@ def wait_for(cond: Any, timeout: float, what: str, interval: float = 0.2) -> Any
 def local_log_bytes(b: SamsaBroker, topic: str, partition: int = 0) -> int:
     d = Path(b.data_dir) / "logs" / f"{topic}-{partition}"
     return sum(p.stat().st_size for p in d.glob("*.log"))
+
+
+def local_log_start(b: SamsaBroker, topic: str, partition: int = 0) -> int:
+    """The base offset of the first local segment (what local retention left)."""
+    d = Path(b.data_dir) / "logs" / f"{topic}-{partition}"
+    return min(int(p.stem) for p in d.glob("*.log"))
 
 
 def assert_store_clean(b: SamsaBroker, topic: str | None = None) -> RemoteLogMetadataCache:

@@ -193,7 +193,6 @@ class Broker:
 
             self.remote_log_manager = for_broker(self)
             self.remote_log_manager.start()
-            self.replicas.remote_log_manager = self.remote_log_manager  # type: ignore[attr-defined]
         for ln in self.broker_listeners:
             port = await self._listen(ln, BROKER_SPEC)
             if ln is self.broker_listeners[0]:

@@ -20,8 +20,8 @@ from tests.tiered_util import (
     SEG,
     TIERED_BROKER,
     assert_store_clean,
+    broker_records,
     create,
-    local_records,
     produce,
     remote_records,
     wait_for,
@@ -95,12 +95,14 @@ def settle(b: SamsaBroker, topic: str) -> None:
 
 def all_records(b: SamsaBroker, topic: str) -> tuple[dict[int, bytes | None], int]:
     remote, segs = remote_records(b, topic)
-    local = local_records(b.bootstrap, topic)
+    local = broker_records(b.bootstrap, topic)
     for off, v in local.items():
         if off in remote:
             assert remote[off] == v
     got = {**remote, **local}
     earliest = min(segs[0].start_offset if segs else min(local), min(local))
+    # the read path serves the remote tier: a consumer from the earliest offset reads it all
+    assert min(local) == earliest and local == {o: v for o, v in got.items() if o >= earliest}
     return got, earliest
 
 

@@ -169,6 +169,10 @@ class RemoteLogManager:
         if self.reader is not None:
             with contextlib.suppress(Exception):
                 self.reader.close()
+        close_topic = getattr(self.rlmm.topic, "close", None)  # forwarding channels (tier-ext)
+        if close_topic is not None:
+            with contextlib.suppress(Exception):
+                await close_topic()
         for pool in (self.copier, self.expirer, self.reader_pool):
             pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(Exception):
@@ -545,7 +549,7 @@ def _start_of(o: Any) -> int:
 def for_broker(broker: Any) -> RemoteLogManager:
     """Build the remote log manager of a broker (remote.log.storage.system.enable=true): the
     backend from remote.log.storage.manager.class.name, the metadata on its internal topic."""
-    from samsa.cluster.internal_topic import InternalTopic
+    from samsa.cluster.forward_append import ForwardingInternalTopic
 
     from .metadata import TOPIC
     from .rsm import create_rsm
@@ -555,11 +559,15 @@ def for_broker(broker: Any) -> RemoteLogManager:
     rsm = create_rsm(cfg.rsm_class, config.values, cfg.rsm_prefix,
                      extra={"broker.id": str(broker.node_id),
                             "log.dirs": ",".join(str(d) for d in config.log_dirs)})
-    topic = InternalTopic(broker.controller, broker.logs, TOPIC, cfg.metadata_partitions,
-                          {"cleanup.policy": "delete",
-                           "retention.ms": str(cfg.metadata_retention_ms),
-                           "retention.bytes": "-1"},
-                          cfg.metadata_replication)
+    # tier-ext: in a cluster the leader of a user partition may not lead its metadata
+    # partition: such appends are produced to that leader (cluster/forward_append.py)
+    topic = ForwardingInternalTopic(broker.controller, broker.logs, TOPIC,
+                                    cfg.metadata_partitions,
+                                    {"cleanup.policy": "delete",
+                                     "retention.ms": str(cfg.metadata_retention_ms),
+                                     "retention.bytes": "-1"},
+                                    cfg.metadata_replication, node_id=broker.node_id,
+                                    endpoint_of=broker.replicas.endpoint_of)
     broker._internal_hooks(topic)
     rlmm = RemoteLogMetadataManager(topic, broker.logs)
     install_kill_hook()
@@ -577,4 +585,5 @@ def for_broker(broker: Any) -> RemoteLogManager:
     rlm = RemoteLogManager(cfg, broker.node_id, rsm, rlmm, broker.logs, broker.partition_log,
                            topic_id, cleanup_node)
     rlm.config = config
+    broker.replicas.remote_log_manager = rlm  # tier-ext: a follower bootstraps from the remote tier
     return rlm

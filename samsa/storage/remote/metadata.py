@@ -145,8 +145,9 @@ class RemoteLogMetadataCache:
 
     # ---- applying events ----------------------------------------------------------------
     def apply(self, ev: RemoteLogSegmentMetadata | RemoteLogSegmentMetadataUpdate
-              | RemotePartitionDeleteMetadata) -> bool:
-        """Apply one event; False (nothing changed) for a duplicate or an invalid transition."""
+              | RemotePartitionDeleteMetadata, notify: bool = True) -> bool:
+        """Apply one event; False (nothing changed) for a duplicate or an invalid transition.
+        `notify=False` (a replay at start) skips the listeners: the owner syncs once after."""
         if isinstance(ev, RemoteLogSegmentMetadata):
             st = self.partitions.setdefault(ev.tp, _PartitionState())
             if ev.id in st.segments:
@@ -175,6 +176,8 @@ class RemoteLogMetadataCache:
             if ev.state == RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
                 self.partitions.pop(ev.tp, None)
         st._finished = None
+        if not notify:
+            return True
         tp = ev.tp if not isinstance(ev, RemoteLogSegmentMetadataUpdate) else ev.segment_id.tp
         for cb in self.listeners:
             try:
@@ -353,7 +356,7 @@ class RemoteLogMetadataManager(RemoteLogMetadataCache):
         await self.publish(m)
 
     # ---- replay and tail ----------------------------------------------------------------
-    def catch_up(self, partition: int | None = None) -> int:
+    def catch_up(self, partition: int | None = None, notify: bool = True) -> int:
         """Apply what the local replicas of the metadata topic hold beyond what was applied
         (all partitions, or one). Returns events applied."""
         n = 0
@@ -375,7 +378,7 @@ class RemoteLogMetadataManager(RemoteLogMetadataCache):
                 for offset, value in _records(data, off):
                     if value is not None:
                         ev = decode_event(value)
-                        if ev is not None and self.apply(ev):
+                        if ev is not None and self.apply(ev, notify):
                             n += 1
                     nxt = offset + 1
                 if nxt == off:
@@ -388,7 +391,7 @@ class RemoteLogMetadataManager(RemoteLogMetadataCache):
         """Rebuild the state by replaying every local replica from its start."""
         self.partitions.clear()
         self.applied.clear()
-        n = self.catch_up()
+        n = self.catch_up(notify=False)  # the owner syncs every partition once after
         self._ready.set()
         log.info("remote log metadata: %d events replayed, %d partitions with remote data", n,
                  len(self.partitions))
