@@ -286,3 +286,46 @@ def test_tiering_an_existing_topic_with_the_cli(broker: SamsaBroker) -> None:
     mine = [line for line in out.splitlines() if f'"topic":"{topic}"' in line]
     assert any('"t":"segment"' in line for line in mine), out[-2000:]
     assert any('"t":"update"' in line and '"state":1' in line for line in mine)
+
+
+def test_a_stuck_upload_never_blocks_the_broker(tmp_path: Path) -> None:
+    """Uploads run on the copier threads: while one is stuck in the store (a backend loaded by
+    class name), the broker keeps taking and serving records, and the stuck segment stays
+    invisible (COPY_SEGMENT_STARTED) until the store lets it finish."""
+    gate = tmp_path / "gate"
+    ov = {**TIERED_BROKER, "rsm.config.dir": str(tmp_path / "store"),
+          "rsm.config.gate": str(gate),
+          "remote.log.storage.manager.class.name": "tests.tiered_blocking_store:BlockingStore"}
+    with SamsaBroker(overrides=ov) as b:
+        topic = "tiered-stuck"
+        create(b, topic, **{"local.retention.bytes": str(SEG)})
+        acked = produce(b.bootstrap, topic, 300)
+        wait_for(lambda: list(tmp_path.glob("copy-waiting-*")), 30, "an upload stuck")
+        # the event loop is free: produce and consume go on
+        acked.update(produce(b.bootstrap, topic, 2000, start=300))
+        assert len(acked) == 2300
+        assert broker_records(b.bootstrap, topic) == acked
+        cache = read_metadata(b.bootstrap)
+        (tp,) = [t for t in cache.topic_partitions() if t.topic == topic]
+        assert [m.state.name for m in cache.list_remote_log_segments(tp)] == [
+            "COPY_SEGMENT_STARTED"]
+        assert cache.segments(tp) == [] and local_log_start(b, topic) == 0
+        gate.touch()
+        wait_for(lambda: len(remote_records(b, topic)[1]) >= 10 and local_log_start(b, topic) > 0,
+                 60, "the copies after the stuck one")
+        assert broker_records(b.bootstrap, topic) == acked
+        wait_for(lambda: _clean(b, topic), 30, "no copy left half done")
+
+
+def test_local_retention_by_time(broker: SamsaBroker) -> None:
+    """local.retention.ms: copied local segments older than it go, the rest of the log stays
+    readable from the store (retention.ms, the total, is a week)."""
+    topic = "tiered-local-ms"
+    create(broker, topic, **{"local.retention.ms": "1000"})
+    old = int(time.time() * 1000) - 60_000  # a minute old: past local.retention.ms at once
+    acked = produce(broker.bootstrap, topic, 1000, timestamp=old)
+    wait_for(lambda: local_log_start(broker, topic) > 0, 30, "local retention by time")
+    _, segs = remote_records(broker, topic)
+    assert segs and segs[0].start_offset == 0
+    assert local_log_start(broker, topic) <= segs[-1].end_offset + 1
+    assert broker_records(broker.bootstrap, topic) == acked
