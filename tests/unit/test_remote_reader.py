@@ -345,3 +345,32 @@ def test_fit_trims_to_whole_batches() -> None:
     assert fit(got, 10, False) is None  # nothing fits
     one = fit(got, 10, True)  # the response's first data: its first batch whole (KIP-74)
     assert one is not None and one.records == a and one.next_offset == 3
+
+
+def test_concurrent_readers_of_a_chunk_share_one_store_request(tmp_path: Path) -> None:
+    import threading
+
+    _lg, store, metas = build(tmp_path)
+    gate = threading.Event()
+    inner = store.fetch_log_segment
+
+    def slow(meta: RemoteLogSegmentMetadata, start: int, end: int | None = None) -> bytes:
+        gate.wait(10)
+        return inner(meta, start, end)
+
+    store.fetch_log_segment = slow  # type: ignore[method-assign]
+    r = RemoteLogReader(store, ReaderConfig(threads=4, prefetch_chunks=0))
+    try:
+        futs = [r.submit(r.read, metas[0], 0, 1000) for _ in range(4)]
+        deadline = time.monotonic() + 10
+        while len(r._inflight) < 1:  # the first reader is in the store
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)  # the others find its request under way
+        gate.set()
+        got = [f.result(10).records for f in futs]
+        assert len(set(got)) == 1 and got[0]
+        assert store.fetches == 1
+    finally:
+        gate.set()
+        r.close()

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD
 from samsa.protocol.errors import Err
+from samsa.security.quotas import Rate
 from samsa.storage.remote.reader import (
     ReaderBusy,
     ReaderConfig,
@@ -113,6 +115,37 @@ def log_start(t: Tier | None, lg: PartitionLog) -> int:
     return min(int(g), lg.log_start_offset)
 
 
+class FetchQuota:
+    """remote.log.manager.fetch.max.bytes.per.second over this broker's remote reads, measured
+    as Kafka's RLMQuotaManager does (a windowed rate: remote.log.manager.fetch.quota.window.num
+    windows of .window.size.seconds). While it is exceeded, remote-only partitions are answered
+    without records and without an error (Kafka: the remote read is skipped). Event loop only."""
+
+    def __init__(self, get: Any) -> None:
+        def num(name: str, default: float) -> float:
+            v = get(name)
+            return float(v) if v not in (None, "") else default
+        self.bound = num("remote.log.manager.fetch.max.bytes.per.second", 2.0**63 - 1)
+        self.rate = Rate(int(num("remote.log.manager.fetch.quota.window.num", 11)),
+                         num("remote.log.manager.fetch.quota.window.size.seconds", 1))
+        self.unlimited = self.bound >= 2.0**62
+
+    def exceeded(self) -> bool:
+        return not self.unlimited and self.rate.measure(time.monotonic()) > self.bound
+
+    def record(self, n: int) -> None:
+        if not self.unlimited:
+            self.rate.record(n, time.monotonic())
+
+
+def fetch_quota(t: Tier) -> FetchQuota:
+    q = getattr(t.rlm, "fetch_quota", None)
+    if q is None:
+        q = FetchQuota(t.get)
+        t.rlm.fetch_quota = q
+    return q  # type: ignore[no-any-return]
+
+
 # ---- Fetch -------------------------------------------------------------------------------------
 @dataclass
 class RemoteWant:
@@ -133,6 +166,7 @@ class RemoteFetchState:
 
     wants: dict[tuple[str, int, int], RemoteWant] = field(default_factory=dict)
     results: dict[tuple[str, int, int], RemoteRead | int | None] = field(default_factory=dict)
+    ran: bool = False  # one round of remote reads per Fetch: later passes add no more
 
     @property
     def pending(self) -> bool:
@@ -176,7 +210,8 @@ def fetch_below_local(broker: Broker, st: RemoteFetchState | None, name: str, id
         return 0, got, start
     if limit <= 0 and not whole_first:
         return 0, None, start  # no room left in this response (KIP-74: only the first is whole)
-    if key not in st.wants and len(st.wants) < MAX_REMOTE_PARTITIONS:
+    if key not in st.wants and len(st.wants) < MAX_REMOTE_PARTITIONS and not st.ran \
+            and not fetch_quota(t).exceeded():
         st.wants[key] = RemoteWant(key, t, offset, limit, whole_first, upper, committed)
     return 0, None, start
 
@@ -232,6 +267,7 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
     """Read the wanted partitions from the store at once, waiting at most
     remote.fetch.max.wait.ms; each gets its records, an error code, or None (not back in time:
     answered without records, the read goes on and warms the cache for the next Fetch)."""
+    st.ran = True
     futs: dict[tuple[str, int, int], asyncio.Future[RemoteRead]] = {}
     wait_ms = FETCH_MAX_WAIT_MS
     for key, w in st.wants.items():
@@ -259,7 +295,9 @@ async def run(broker: Broker, st: RemoteFetchState) -> None:
             continue
         exc = fut.exception()
         if exc is None:
-            st.results[key] = fut.result()
+            got = fut.result()
+            st.results[key] = got
+            fetch_quota(w.tier).record(len(got.records))
         else:
             if isinstance(exc, RemoteReadError):
                 log.error("remote fetch of %s at offset %d failed: %s", w.tier.tp, w.offset, exc)

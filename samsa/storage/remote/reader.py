@@ -417,8 +417,11 @@ class RemoteLogReader:
         if first == last:
             data = self._chunk(meta, first)
             return data[start - first * c:end - first * c]
-        parts = [self._chunk(meta, i) for i in range(first, last + 1)]
-        return b"".join(parts)[start - first * c:end - first * c]
+        parts = []
+        for i in range(first, last + 1):  # only the wanted part of each chunk is copied
+            data = self._chunk(meta, i)
+            parts.append(memoryview(data)[max(start - i * c, 0):min(end - i * c, len(data))])
+        return b"".join(parts)
 
     def _forget(self, meta: RemoteLogSegmentMetadata) -> None:
         """Drop a segment's cached chunks (after corruption: a retry reads the store again)."""
