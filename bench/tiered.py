@@ -211,12 +211,15 @@ def main() -> None:
     finally:
         moto.terminate()
         moto.wait(10)
-    print(f"\n{args.size}-byte records; produce {args.mib} MiB x {args.rounds} rounds per topic "
-          f"(medians); upload and backfill {args.backfill_mib} MiB in 4 partitions\n")
-    print("| measurement | result |")
-    print("|---|---:|")
-    for k, v in rows:
-        print(f"| {k} | {v} |")
+    lines = [f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average "
+             f"{os.getloadavg()[0]:.1f}; {args.size}-byte records; produce {args.mib} MiB x "
+             f"{args.rounds} rounds per topic (medians); upload and backfill {args.backfill_mib} "
+             "MiB in 4 partitions", "", "| measurement | result |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    report = "\n".join(lines) + "\n"
+    print("\n" + report)
+    out = Path(__file__).resolve().parent / "results" / "tiered-latest.md"
+    out.write_text(report)
 
 
 def bench_produce(b: SamsaBroker, args: argparse.Namespace) -> list[tuple[str, str]]:

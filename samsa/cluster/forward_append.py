@@ -22,10 +22,12 @@ TIMEOUT_MS = 30_000
 
 class ForwardingInternalTopic(InternalTopic):
     def __init__(self, *args: Any, node_id: int,
-                 endpoint_of: Callable[[int], tuple[str, int] | None], **kwargs: Any) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None],
+                 security: Callable[[], Any] = lambda: None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.node_id = node_id
         self.endpoint_of = endpoint_of  # a broker's inter-broker listener (host, port)
+        self.security = security  # that listener's TLS / SASL (as the replica fetchers use)
         self._channels: dict[int, NodeChannel] = {}
 
     def _channel(self, leader: int) -> NodeChannel:
@@ -37,7 +39,7 @@ class ForwardingInternalTopic(InternalTopic):
         if ch is None or (ch.host, ch.port) != ep:
             ch = self._channels[leader] = NodeChannel(
                 ep[0], ep[1], client_id=f"samsa-internal-{self.name}-{self.node_id}",
-                timeout_s=TIMEOUT_MS / 1000 + 5)
+                timeout_s=TIMEOUT_MS / 1000 + 5, security=self.security())
         return ch
 
     async def append(self, partition: int, records: list[tuple[bytes, bytes | None]],

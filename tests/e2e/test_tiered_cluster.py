@@ -1,4 +1,5 @@
-"""Tiered storage in a 3-node cluster: only the leader uploads, followers learn from the metadata
+"""Tiered storage in a 3-node cluster: only the leader uploads (its metadata records forwarded to
+the brokers leading `__remote_log_metadata`), followers learn from the metadata
 (their local retention follows the copies they did not make), and a replica added by a
 reassignment bootstraps from the remote tier (KIP-405's follower path: OFFSET_MOVED_TO_TIERED_
 STORAGE, then the leader-epoch cache and producer state from the remote copies) instead of
@@ -121,9 +122,17 @@ def test_new_replica_bootstraps_from_the_remote_tier(tmp_path: Path) -> None:
                  "rlmm.config.remote.log.metadata.topic.replication.factor": "3"}
     with SamsaCluster(3, overrides=overrides) as c:
         bs = c.bootstrap
-        create_topic_on(c, TOPIC, [[1, 2]])
-        from confluent_kafka.admin import AdminClient, ConfigResource
+        from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
         admin = AdminClient({"bootstrap.servers": bs})
+        # the metadata topic led by brokers 2 and 3 only: broker 1, the leader of the tiered
+        # partition, must send its metadata records to another broker (forwarded writes)
+        admin.create_topics([NewTopic("__remote_log_metadata", 3, replica_assignment=[
+            [2, 1, 3], [3, 2, 1], [2, 3, 1]], config={"retention.ms": "-1"})]
+        )["__remote_log_metadata"].result(30)
+        for p in range(3):
+            wait_until("metadata partition led", lambda q=p: partition_view(
+                c, "__remote_log_metadata", q)["leader"] in (2, 3), 30)
+        create_topic_on(c, TOPIC, [[1, 2]])
         res = ConfigResource("topic", TOPIC, set_config={
             "remote.storage.enable": "true", "segment.bytes": "65536",
             "local.retention.bytes": "131072", "retention.ms": "-1"})

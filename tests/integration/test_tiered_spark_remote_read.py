@@ -160,3 +160,23 @@ def test_corrupted_log_object_is_refused(moto: MotoS3, tmp_path: Path) -> None:
     meta, opts, _rows = _upload(moto, tmp_path, 0, bytes(data))
     with pytest.raises(CorruptRemoteData, match="CRC"):
         read_remote_rows(opts, _rng(meta, 0, meta.end_offset + 1))
+
+
+def test_remote_read_options() -> None:
+    from samsa.spark.options import OptionError
+
+    assert remote_options({"subscribe": "t"}) is None
+    assert remote_options({"samsa.remote.read": "false"}) is None
+    o = remote_options({"SAMSA.REMOTE.READ": "True", "rsm.config.dir": "/x", "kafka.x": "y"})
+    assert o is not None and o.class_name == "local" and o.rsm_props == {"rsm.config.dir": "/x"}
+    with pytest.raises(OptionError, match="samsa.remote.read"):
+        remote_options({"samsa.remote.read": "yes"})
+
+
+def test_a_torn_object_is_refused(moto: MotoS3, tmp_path: Path) -> None:
+    """An object cut short inside a batch (a bad upload): an error, not the rows before it
+    silently ending the range early."""
+    data = _segment(0)[0]
+    meta, opts, rows = _upload(moto, tmp_path, 0, data[:-20])
+    with pytest.raises(CorruptRemoteData, match="not a whole batch"):
+        read_remote_rows(opts, _rng(meta, 0, meta.end_offset + 1))

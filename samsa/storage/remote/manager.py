@@ -577,7 +577,8 @@ def for_broker(broker: Any) -> RemoteLogManager:
                                      "retention.ms": str(cfg.metadata_retention_ms),
                                      "retention.bytes": "-1"},
                                     cfg.metadata_replication, node_id=broker.node_id,
-                                    endpoint_of=broker.replicas.endpoint_of)
+                                    endpoint_of=broker.replicas.endpoint_of,
+                                    security=lambda: getattr(broker.replicas, "security", None))
     broker._internal_hooks(topic)
     rlmm = RemoteLogMetadataManager(topic, broker.logs)
     install_kill_hook()
