@@ -424,7 +424,7 @@ def offsets_first(records: bytes) -> int:
 
 def test_max_timestamp_in_the_remote_tier(tiered: tuple[SamsaBroker, Path]) -> None:
     """ListOffsets MAX_TIMESTAMP (-3) finds the largest timestamp when only the remote tier holds
-    it (Kafka 3.7+ answers it across tiers too)."""
+    it (Kafka's brokers look at local segments only: KAFKA-17552, not merged)."""
     b, _store = tiered
     bs = b.bootstrap
     topic = "tiered-maxts"
