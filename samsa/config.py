@@ -427,6 +427,81 @@ for _c in [
 ]:
     BROKER_CONFIGS[_c.name] = _c
 
+# ---- tiered storage (issue 19, KIP-405/KIP-950): Kafka's names and 4.0 defaults ----
+for _c in [
+    ConfigDef("remote.log.storage.system.enable", "boolean", "false",
+              "Run the tiered storage services on this broker (topics may then set "
+              "remote.storage.enable)."),
+    ConfigDef("remote.log.storage.manager.class.name", "string", "local",
+              "The remote storage backend: local (a directory, the default), s3, or a "
+              "module:Class path (Kafka: a RemoteStorageManager class name)."),
+    ConfigDef("remote.log.storage.manager.class.path", "string", None,
+              "Accepted for compatibility; Python backends are found on sys.path."),
+    ConfigDef("remote.log.storage.manager.impl.prefix", "string", "rsm.config.",
+              "Prefix of the properties passed to the remote storage backend."),
+    ConfigDef("remote.log.metadata.manager.class.name", "string",
+              "org.apache.kafka.server.log.remote.metadata.storage."
+              "TopicBasedRemoteLogMetadataManager",
+              "The remote log metadata manager: only the topic-based one "
+              "(__remote_log_metadata) exists in Samsa."),
+    ConfigDef("remote.log.metadata.manager.class.path", "string", None,
+              "Accepted for compatibility; not used."),
+    ConfigDef("remote.log.metadata.manager.impl.prefix", "string", "rlmm.config.",
+              "Prefix of the metadata manager's properties (rlmm.config.remote.log.metadata."
+              "topic.num.partitions, .replication.factor, .retention.ms)."),
+    ConfigDef("remote.log.metadata.manager.listener.name", "string", None,
+              "Accepted for compatibility (Samsa's metadata manager writes in-process)."),
+    ConfigDef("remote.log.metadata.custom.metadata.max.bytes", "int", "128",
+              "Largest custom metadata a backend may return for a segment.", at_least=0),
+    ConfigDef("remote.log.index.file.cache.total.size.bytes", "long", "1073741824",
+              "Space for index files fetched from the remote store.", at_least=1),
+    ConfigDef("remote.log.manager.thread.pool.size", "int", "2",
+              "Threads for the remote log manager's scheduled tasks.", at_least=1),
+    ConfigDef("remote.log.manager.copier.thread.pool.size", "int", "10",
+              "Threads copying segments to the remote store.", at_least=1),
+    ConfigDef("remote.log.manager.expiration.thread.pool.size", "int", "10",
+              "Threads deleting expired remote segments.", at_least=1),
+    ConfigDef("remote.log.manager.task.interval.ms", "long", "30000",
+              "How often copies and remote retention are scheduled.", at_least=1),
+    ConfigDef("remote.log.manager.task.retry.backoff.ms", "long", "500",
+              "First wait before a failed remote task is retried.", at_least=1),
+    ConfigDef("remote.log.manager.task.retry.backoff.max.ms", "long", "30000",
+              "Longest wait between retries of a failed remote task.", at_least=1),
+    ConfigDef("remote.log.manager.task.retry.jitter", "double", "0.2",
+              "Random share added to or taken off each retry wait.", at_least=0, at_most=0.5),
+    ConfigDef("remote.log.manager.copy.max.bytes.per.second", "long", str(LONG_MAX),
+              "Upload rate limit of this broker.", at_least=1),
+    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", "long", str(LONG_MAX),
+              "Remote read rate limit of this broker.", at_least=1),
+    ConfigDef("remote.log.reader.threads", "int", "10",
+              "Threads reading from the remote store for fetches.", at_least=1),
+    ConfigDef("remote.log.reader.max.pending.tasks", "int", "100",
+              "Remote reads queued before fetches of remote data get an error.", at_least=1),
+    ConfigDef("remote.fetch.max.wait.ms", "int", "500",
+              "Longest wait of a fetch for remote data.", at_least=1),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+# ---- end tiered storage ----
+
+# ---- tiered storage, the read side (samsa.storage.remote.reader; helper tier-read) ----
+for _c in [
+    ConfigDef("remote.list.offsets.request.timeout.ms", "long", "30000",
+              "Longest wait of a ListOffsets for a remote lookup (v10 requests bring their own).",
+              at_least=1),
+    ConfigDef("remote.log.manager.fetch.quota.window.num", "int", "11",
+              "Windows the remote read rate is measured over.", at_least=1),
+    ConfigDef("remote.log.manager.fetch.quota.window.size.seconds", "int", "1",
+              "Length of each of those windows.", at_least=1),
+    ConfigDef("samsa.remote.fetch.cache.size.bytes", "long", str(128 << 20),
+              "Memory for remote segment data read or read ahead for fetches (Samsa's cache).",
+              at_least=0),
+    ConfigDef("samsa.remote.fetch.chunk.bytes", "int", str(1 << 20),
+              "Unit of remote reads and of the read-ahead (one store request per chunk).",
+              at_least=4096),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+# ---- end tiered storage, the read side ----
+
 # -- node-to-node TLS / SASL (sec-cluster; samsa.cluster.node_security, docs/security.md) --
 for _c in [
     ConfigDef("security.inter.broker.protocol", "string", "PLAINTEXT",
@@ -649,10 +724,8 @@ def validate_topic_configs(configs: dict[str, str | None]) -> None:
         d = TOPIC_CONFIGS.get(k)
         if d is None:
             raise ConfigError(f"Unknown topic config name: {k}")
-        if v is not None and parse_value(d, v) is True and k == "remote.storage.enable":
-            # as a Kafka broker with remote.log.storage.system.enable=false (Samsa has no tiers)
-            raise ConfigError("Tiered Storage functionality is disabled in the broker. "
-                              "Topic cannot be configured with remote log storage.")
+        if v is not None:
+            parse_value(d, v)  # the remote storage checks: samsa.storage.remote.config
 
 
 def validate_broker_configs(configs: dict[str, str | None]) -> None:

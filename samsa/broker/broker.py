@@ -66,6 +66,12 @@ class Broker:
         self.bind_host, self.bind_port = (first.host, first.port) if first else ("127.0.0.1", 0)
         self.logs = LogManager(config.log_dirs, CleanerConfig.from_broker(config.get))
         self.logs.hw_checkpoint_ms = config.get_int("replica.high.watermark.checkpoint.interval.ms")
+        # tiered storage (issue 19): samsa.storage.remote.manager, started with the broker
+        from samsa.storage.remote.config import validate_broker
+
+        validate_broker(config.get)
+        self.logs.remote_system_enabled = config.get_bool("remote.log.storage.system.enable")
+        self.remote_log_manager: Any = None
         self.controller = ControllerClient(self)
         # ACLs (issue 17): None unless authorizer.class.name names the StandardAuthorizer
         self.authorizer = Authorizer.from_config(config.get, lambda: self.node.image.acls)
@@ -196,6 +202,11 @@ class Broker:
         self.txn.load()
         self.txn.start()
         self._producer_expiry = asyncio.create_task(self._expire_producers_loop())
+        if self.logs.remote_system_enabled:  # tiered storage (issue 19)
+            from samsa.storage.remote.manager import for_broker
+
+            self.remote_log_manager = for_broker(self)
+            self.remote_log_manager.start()
         for ln in self.broker_listeners:
             port = await self._listen(ln, BROKER_SPEC)
             if ln is self.broker_listeners[0]:
@@ -510,6 +521,8 @@ class Broker:
             await self.txn_markers.close()
         if hasattr(self, "groups"):
             self.groups.stop()
+        if self.remote_log_manager is not None:  # tiered storage (issue 19)
+            await self.remote_log_manager.close()
         for server in self.servers:
             server.close()
         for c in list(self.connections):

@@ -1,6 +1,7 @@
 """`samsa log-dirs describe`: what each broker holds in its log directories (Kafka's
 kafka-log-dirs.sh): DescribeLogDirs sent to every broker asked for, printed as the tool's JSON
-(one entry per broker and log dir, each partition replica with its size and offset lag)."""
+(one entry per broker and log dir, each partition replica with its size and offset lag; with
+tiered storage, "size" is the local size and a tiered partition adds "remoteSize")."""
 
 from __future__ import annotations
 
@@ -46,9 +47,22 @@ def _error(code: int) -> str | None:
     return None if code == 0 else _exception_name(code)
 
 
-def describe(args: argparse.Namespace) -> int:
-    from ._wire import DESCRIBE_LOG_DIRS, WireClient
+def _remote(p: Any) -> dict[str, int]:
+    """Tiered storage: "size" is the local size (as Kafka's tool prints it); a tiered partition
+    adds "remoteSize", the bytes its remote segments hold."""
+    size = getattr(p, "remote_size", -1)
+    return {"remoteSize": int(size)} if size >= 0 else {}
 
+
+def describe(args: argparse.Namespace) -> int:
+    from samsa.protocol import log_dirs_remote
+
+    from ._wire import _BODY_READERS, DESCRIBE_LOG_DIRS, WireClient
+
+    # tiered storage: partitions may carry their remote size (a tagged field kio alone refuses)
+    for v in range(log_dirs_remote.FIRST_VERSION, 5):
+        _BODY_READERS[(DESCRIBE_LOG_DIRS, v)] = \
+            lambda frame, n, v=v: log_dirs_remote.reader(v)(frame, n)[0]
     topics = {t for t in args.topic_list.split(",") if t}
     wanted = _ids(args.broker_list)
     with WireClient(args.bootstrap_server, client_id="log-dirs-tool") as client:
@@ -70,6 +84,7 @@ def describe(args: argparse.Namespace) -> int:
                 parts = [{"partition": f"{t.name}-{p.partition_index}",
                           "size": int(p.partition_size), "offsetLag": int(p.offset_lag),
                           "isFuture": bool(p.is_future_key)}
+                         | _remote(p)
                          for t in r.topics if not topics or t.name in topics
                          for p in t.partitions]
                 dirs.append({"partitions": parts, "error": _error(r.error_code),

@@ -79,10 +79,14 @@ class SamsaDataSource(DataSource):
         return ddl(self._include_headers())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SamsaBatchReader(source_options(dict(self.options), streaming=False))
+        r = SamsaBatchReader(source_options(dict(self.options), streaming=False))
+        r.remote = _remote_options(dict(self.options))
+        return r
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SamsaStreamReader(source_options(dict(self.options), streaming=True))
+        r = SamsaStreamReader(source_options(dict(self.options), streaming=True))
+        r.remote = _remote_options(dict(self.options))
+        return r
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .sink import SamsaBatchWriter
@@ -93,7 +97,43 @@ class SamsaDataSource(DataSource):
         return SamsaStreamWriter(dict(self.options), schema)
 
 
+# ---- tiered storage: `samsa.remote.read` reads remote segments from the store (spark/remote.py) --
+def _remote_options(raw: dict[str, str]) -> Any:
+    if not any(k.lower() == "samsa.remote.read" for k in raw):
+        return None
+    from .remote import remote_options
+    return remote_options(raw)
+
+
+def _plan_with_remote(remote: Any, o: SourceOptions, start: dict[str, int],
+                      end: dict[str, int], earliest: dict[str, int] | None = None
+                      ) -> list[InputPartition]:
+    """Offsets held by remote segments are read from the store, the rest through a broker."""
+    if remote is None:
+        return list(plan(o, start, end))
+    from .remote import plan_remote
+    parts, rest = plan_remote(o.client, start, end,
+                              o.max_records_per_partition or DEFAULT_MAX_RECORDS_PER_PARTITION,
+                              earliest)
+    return [*parts, *plan(o, rest, end)]
+
+
+def _read_any(remote: Any, o: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if remote is not None:
+        from .remote import RemoteSegmentRange, read_remote_range
+        if isinstance(partition, RemoteSegmentRange):
+            yield from read_remote_range(remote, partition, o.include_headers, o.read_committed,
+                                         o.fail_on_data_loss)
+            return
+    assert isinstance(partition, OffsetRange)
+    yield from read_range(o.client, partition, o.include_headers, o.fail_on_data_loss,
+                          o.poll_timeout_ms)
+# ---- end tiered storage ----------------------------------------------------------------------
+
+
 class SamsaBatchReader(DataSourceReader):
+    remote: Any = None  # RemoteReadOptions when samsa.remote.read=true
+
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
 
@@ -108,18 +148,17 @@ class SamsaBatchReader(DataSourceReader):
         for k in keys:
             if start[k] > end[k]:
                 raise ValueError(f"starting offset {start[k]} of {k} is after its ending offset {end[k]}")
-        return plan(o, start, end)
+        return _plan_with_remote(self.remote, o, start, end, {k: m[0] for k, m in marks.items()})
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        o = self.opts
-        yield from read_range(o.client, partition, o.include_headers, o.fail_on_data_loss,
-                              o.poll_timeout_ms)
+        yield from _read_any(self.remote, self.opts, partition)
 
 
 class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets: {"topic/partition": next offset}. Planning runs in a long-lived driver-side Python
     process; read() runs on executors. New partitions start from their earliest offset."""
+
+    remote: Any = None  # RemoteReadOptions when samsa.remote.read=true
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -188,13 +227,10 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             with off.consumer(self.opts.client) as c:
                 marks = off.watermarks(c, new)
             s.update({k: marks[k][0] for k in new})
-        return plan(self.opts, s, e)
+        return _plan_with_remote(self.remote, self.opts, s, e)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        o = self.opts
-        yield from read_range(o.client, partition, o.include_headers, o.fail_on_data_loss,
-                              o.poll_timeout_ms)
+        yield from _read_any(self.remote, self.opts, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         pass

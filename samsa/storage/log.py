@@ -83,6 +83,21 @@ class LogConfig:
     min_cleanable_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = 2**63 - 1
+    # tiered storage (samsa.storage.remote): -2 local retention means the total's value
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
+
+    @property
+    def local_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_bytes(self) -> int:
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
 
     @property
     def compact(self) -> bool:
@@ -120,6 +135,12 @@ class LogConfig:
             min_cleanable_ratio=float(c.get("min.cleanable.dirty.ratio", 0.5)),
             min_compaction_lag_ms=int(c.get("min.compaction.lag.ms", 0)),
             max_compaction_lag_ms=int(c.get("max.compaction.lag.ms", 2**63 - 1)),
+            remote_storage_enable=c.get("remote.storage.enable", "false").lower() == "true",
+            local_retention_ms=int(c.get("local.retention.ms", -2)),
+            local_retention_bytes=int(c.get("local.retention.bytes", -2)),
+            remote_log_copy_disable=c.get("remote.log.copy.disable", "false").lower() == "true",
+            remote_log_delete_on_disable=c.get("remote.log.delete.on.disable",
+                                               "false").lower() == "true",
         )
 
 
@@ -180,6 +201,13 @@ class PartitionLog:
         # called with the new log end after a truncation (the log manager clamps the cleaner's
         # clean/dirty boundary with it)
         self.truncate_listeners: list[Callable[[int], None]] = []
+        # tiered storage (samsa.storage.remote.manager keeps these): the broker runs the remote
+        # log services; the first and last offsets in the remote tier (COPY_SEGMENT_FINISHED
+        # segments, -1 when none); the earliest offset across tiers that DeleteRecords set
+        self.remote_system_enabled = False
+        self.remote_start_offset = -1
+        self.remote_highest_offset = -1
+        self._global_start: int | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
     @classmethod
@@ -253,6 +281,8 @@ class PartitionLog:
         self.log_start_offset = meta.get("log_start_offset", 0)
         self.recovery_point = meta.get("recovery_point", 0)
         self._reset_to = meta.get("reset_to")
+        gs = meta.get("global_start")
+        self._global_start = gs if isinstance(gs, int) else None
         hw = meta.get("high_watermark")
         return hw if isinstance(hw, int) else None
 
@@ -387,6 +417,8 @@ class PartitionLog:
             meta["high_watermark"] = self._hw
         if self._reset_to is not None:
             meta["reset_to"] = self._reset_to
+        if self._global_start is not None:
+            meta["global_start"] = self._global_start
         fsio.replace_file(self.dir / META, json.dumps(meta).encode(), sync=True)
         self._hw_written = self._hw
         self._hw_written_at = time.monotonic()
@@ -944,6 +976,55 @@ class PartitionLog:
                 return top.offset, top.timestamp
         return best
 
+    # ---- tiered storage ------------------------------------------------------------------
+    @property
+    def tiered(self) -> bool:
+        """The broker tiers this partition: local retention applies, and a local segment goes
+        only once the remote tier holds it (unless copying is disabled, KIP-950)."""
+        return self.remote_system_enabled and self.config.remote_storage_enable
+
+    @property
+    def global_log_start_offset(self) -> int:
+        """The earliest offset readable across both tiers (Kafka's logStartOffset when tiered;
+        `log_start_offset` stays the local log's start)."""
+        start = self.log_start_offset
+        if self.remote_start_offset >= 0:
+            start = min(start, self.remote_start_offset)
+        if self._global_start is not None:
+            start = max(start, min(self._global_start, self.log_start_offset))
+        return start
+
+    def set_global_log_start_offset(self, offset: int) -> None:
+        """Move the earliest offset across tiers (DeleteRecords, remote retention); persisted.
+        Never backwards."""
+        if self._global_start is not None and offset <= self._global_start:
+            return
+        self._global_start = offset
+        if not self.deleted:
+            self._write_meta()
+
+    def set_remote_offsets(self, start: int, highest: int) -> None:
+        """What the remote tier holds now (the remote log manager, from the metadata)."""
+        self.remote_start_offset = start
+        self.remote_highest_offset = highest
+        # producer snapshots at the end of segments not yet copied are kept for the copy
+        self.producers.keep_above = (highest + 1 if self.tiered
+                                     and not self.config.remote_log_copy_disable else 2**63)
+
+    def _apply_local_retention(self, now_ms: int) -> int:
+        """local.retention.ms/bytes over the local segments; with copying on, only segments the
+        remote tier holds whole (their copy is COPY_SEGMENT_FINISHED) may go."""
+        cfg = self.config
+        n = self._breaches(cfg.local_ms, cfg.local_bytes, now_ms)
+        if n and not cfg.remote_log_copy_disable:
+            k = 0
+            while k < n and k + 1 < len(self.segments):
+                if self.segments[k + 1].base - 1 > self.remote_highest_offset:
+                    break
+                k += 1
+            n = k
+        return self._drop_leading(n) if n else 0
+
     # ---- retention ---------------------------------------------------------------------
     def _drop_leading(self, count: int) -> int:
         dropped = 0
@@ -964,28 +1045,36 @@ class PartitionLog:
         return dropped
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete whole segments past retention.ms / retention.bytes. Returns segments deleted."""
+        """Delete whole segments past retention.ms / retention.bytes (local.retention.* when
+        tiered). Returns segments deleted."""
         if "delete" not in self.config.cleanup_policy:
             return 0
+        if self.tiered:
+            return self._apply_local_retention(now_ms)
+        n = self._breaches(self.config.retention_ms, self.config.retention_bytes, now_ms)
+        return self._drop_leading(n) if n else 0
+
+    def _breaches(self, retention_ms: int, retention_bytes: int, now_ms: int) -> int:
+        """How many leading segments are past these limits."""
         n = 0
-        if self.config.retention_ms >= 0:
+        if retention_ms >= 0:
             for seg in self.segments:
                 if seg is self.active and seg.size == 0:
                     break
                 # a closed segment the cleaner emptied holds nothing to keep
-                if seg.size > 0 and now_ms - seg.max_timestamp <= self.config.retention_ms:
+                if seg.size > 0 and now_ms - seg.max_timestamp <= retention_ms:
                     break
                 n += 1
-        if self.config.retention_bytes >= 0:
+        if retention_bytes >= 0:
             total = self.size_bytes
             m = 0
             for seg in self.segments[:-1]:
-                if total - seg.size < self.config.retention_bytes:
+                if total - seg.size < retention_bytes:
                     break
                 total -= seg.size
                 m += 1
             n = max(n, m)
-        return self._drop_leading(n) if n else 0
+        return n
 
     def delete_records(self, offset: int) -> int:
         """Move the log start offset (DeleteRecords); whole segments below it go. Returns the new

@@ -32,6 +32,8 @@ class LogManager:
         self.cleaner = LogCleaner(cleaner or CleanerConfig(), log_dirs)
         self._fd_budget = fdlimit.configure()
         self.hw_checkpoint_ms = HW_CHECKPOINT_MS  # replica.high.watermark.checkpoint.interval.ms
+        # remote.log.storage.system.enable: tiered topics' logs keep local retention rules
+        self.remote_system_enabled = False
 
     def detect_clean(self) -> bool:
         """Was the last shutdown clean? Consumes the marker (a crash from now on is unclean)."""
@@ -94,6 +96,7 @@ class LogManager:
     def _watch(self, lg: PartitionLog) -> None:
         """A truncated log's clean/dirty boundary must not stay past its new end (Kafka's
         maybeTruncateCheckpoint): the offsets above it are written again, dirty."""
+        lg.remote_system_enabled = self.remote_system_enabled
         def clamp(end: int) -> None:
             cp = self.cleaner.checkpoint(lg)
             if cp is not None and cp > end:

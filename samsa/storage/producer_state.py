@@ -78,6 +78,9 @@ class ProducerStateManager:
         self._aborted_keys: set[tuple[int, int]] = set()
         self.index_path = directory / "aborted.txnindex"
         self._index_unsynced = False  # written since the last flush took it
+        # snapshots at offsets above this are kept beyond the newest two (tiered storage copies
+        # the snapshot at each segment's end with the segment)
+        self.keep_above = 2**63
 
     # ---- validation (before append) ------------------------------------------------------
     def check(self, h: BatchHeader) -> int | None:
@@ -246,7 +249,8 @@ class ProducerStateManager:
         path = self.dir / f"{offset:020d}.snapshot"
         fsio.replace_file(path, json.dumps(data).encode(), sync=sync)
         for old in sorted(self.dir.glob("*.snapshot"))[:-2]:
-            fsio.unlink(old)
+            if int(old.name.split(".")[0]) <= self.keep_above:
+                fsio.unlink(old)
 
     def load_snapshot(self, end_offset: int) -> int:
         """Load the newest snapshot at or below end_offset; returns the offset to replay from."""

@@ -28,3 +28,12 @@ def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL server (Debian's binaries, temp dir, free port, wal_level=logical)."""
     with PostgresServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def moto_s3() -> Iterator[object]:
+    """moto's S3 server over real HTTP on a free port (tiered storage's S3 backend tests)."""
+    from .s3 import MotoS3
+
+    with MotoS3() as server:
+        yield server

@@ -72,6 +72,9 @@ def test_topic_defaults_from_any_unit() -> None:
 
 
 def test_remote_storage_refused_without_tiered_storage() -> None:
+    from samsa.storage.remote.config import validate_topic
+
     with pytest.raises(ConfigError, match="Tiered Storage functionality is disabled"):
-        validate_topic_configs({"remote.storage.enable": "true"})
+        validate_topic({"remote.storage.enable": "true"}, {}, False)
+    validate_topic({"remote.storage.enable": "true"}, {}, True)
     validate_topic_configs({"remote.storage.enable": "false", "local.retention.ms": "-2"})

@@ -16,9 +16,11 @@ from samsa.config import (
     broker_synonyms,
     is_read_only,
 )
+from samsa.protocol import log_dirs_remote
 from samsa.protocol.errors import Err
 from samsa.security import authorizer as az
 
+from . import remote_reads
 from .forward import forward, must_forward
 
 if TYPE_CHECKING:
@@ -289,10 +291,11 @@ async def _incremental_alter_configs(broker: Broker, ctx: RequestContext, req: A
     return {"throttle_time": 0, "responses": out}
 
 
-def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Every replica this broker holds (leader or follower), per log dir. The offset lag is
     Kafka's for a current (not future) replica: how far its log end is behind its own high
-    watermark, never negative."""
+    watermark, never negative. With tiered storage a tiered partition also carries its remote
+    size (a tagged field, samsa.protocol.log_dirs_remote)."""
     wanted: dict[str, set[int]] | None = None
     if not authz.cluster(ctx, az.OP_DESCRIBE):  # ACLs (issue 17)
         return {"throttle_time": 0, "error_code": Err.CLUSTER_AUTHORIZATION_FAILED,
@@ -300,19 +303,28 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> dict[str
     if req.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in req.topics}
     results = []
+    tiered = getattr(broker, "remote_log_manager", None) is not None
     for d in broker.logs.log_dirs:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, p), lg in sorted(broker.logs.logs.items()):
             if lg.dir.parent != d or (wanted is not None and p not in wanted.get(topic, ())):
                 continue
-            by_topic.setdefault(topic, []).append({
+            entry = {
                 "partition_index": p, "partition_size": lg.size_bytes,
-                "offset_lag": max(lg.high_watermark - lg.end_offset, 0), "is_future_key": False})
+                "offset_lag": max(lg.high_watermark - lg.end_offset, 0), "is_future_key": False}
+            if tiered:  # tiered storage: partition_size stays the local size, as in Kafka
+                remote = remote_reads.remote_size_or_none(broker, topic, p, lg)
+                if remote is not None:
+                    entry["remote_size"] = remote
+            by_topic.setdefault(topic, []).append(entry)
         usage = shutil.disk_usage(d)
         results.append({"error_code": 0, "log_dir": str(d.resolve()),
                         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
                         "total_bytes": usage.total, "usable_bytes": usage.free})
-    return {"throttle_time": 0, "error_code": 0, "results": results}
+    out = {"throttle_time": 0, "error_code": 0, "results": results}
+    if tiered and ctx.version >= log_dirs_remote.FIRST_VERSION:
+        return log_dirs_remote.encode(ctx.version, ctx.correlation_id, out)
+    return out
 
 
 def _configs_settled(broker: Broker) -> Any:

@@ -32,6 +32,7 @@ from samsa.security.quotas import fetch_sensor
 from samsa.storage.file_slice import FileSlice
 from samsa.storage.log import OffsetOutOfRange, PartitionLog
 
+from . import remote_reads
 from .leader_hints import LeaderHints
 
 if TYPE_CHECKING:
@@ -67,11 +68,13 @@ def _epoch_error(fp: Any, epoch: int) -> int:
 def _read_all(broker: Broker, ctx: RequestContext, req: Any,
               plan: list[tuple[Any, str | None, list[Any]]],
               hints: LeaderHints, quota_cap: float | None = None,
-              denied: frozenset[str] = frozenset()
+              denied: frozenset[str] = frozenset(),
+              remote: remote_reads.RemoteFetchState | None = None
               ) -> tuple[list[_Topic], int, bool, list[PartitionLog]]:
     """One pass over the plan: file slices (not bytes) for the record data. A follower (replica
     id >= 0) reads up to the log end offset and its fetch offset moves the leader's view of it;
-    a consumer reads up to the high watermark."""
+    a consumer reads up to the high watermark. Offsets below the local log start of a tiered
+    partition go to `remote` (tiered storage: remote_reads)."""
     replica, replica_epoch = _replica_of(ctx, req)
     replicas = broker.replicas
     # the consumer's rack (KIP-392, v11+): None for older clients, which read leaders only
@@ -85,6 +88,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
     unknown = Err.UNKNOWN_TOPIC_ID if ctx.version >= 13 else Err.UNKNOWN_TOPIC_OR_PARTITION
     logs: list[PartitionLog] = []
     responses: list[_Topic] = []
+    tiered = getattr(broker, "remote_log_manager", None) is not None
     for key, name, parts in plan:
         out = []
         if name in denied:  # ACLs (issue 17)
@@ -131,6 +135,8 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
             hw = lg.high_watermark
             lso = lg.last_stable_offset
             start = lg.log_start_offset
+            # tiered storage: clients are told the start across tiers (Kafka's logStartOffset)
+            shown = remote_reads.shown_start(lg) if tiered else start
             offset = fp.fetch_offset
             upper: int | None = lso if read_committed else hw
             throttled = False
@@ -139,7 +145,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                 div = divergence(functools.partial(end_offset_for, lg),
                                  getattr(fp, "last_fetched_epoch", -1), offset)
                 if div is not None:
-                    out.append(FetchPartition(idx, 0, hw, lso, start, None, b"", diverging=div))
+                    out.append(FetchPartition(idx, 0, hw, lso, shown, None, b"", diverging=div))
                     errors = True  # answered at once: the follower truncates first
                     continue
                 if start <= offset <= lg.end_offset:
@@ -147,25 +153,40 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                     hw, lso = lg.high_watermark, lg.last_stable_offset
                 throttled = replicas.leader_throttled(lead, replica)
                 if offset == lg.end_offset or (throttled and replicas.leader_quota.exceeded()):
-                    out.append(FetchPartition(idx, 0, hw, lso, start, None, b""))
+                    out.append(FetchPartition(idx, 0, hw, lso, shown, None, b""))
                     continue
             elif offset == upper and offset >= start:
                 # caught up (the usual long-poll wake-up): nothing to read, no file access
-                out.append(FetchPartition(idx, 0, hw, lso, start, [] if read_committed else None,
+                out.append(FetchPartition(idx, 0, hw, lso, shown, [] if read_committed else None,
                                           b""))
                 continue
             elif hw < offset <= lg.end_offset:
                 # between the high watermark and the log end: valid, nothing to give yet
-                out.append(FetchPartition(idx, 0, hw, lso, start, [] if read_committed else None,
+                out.append(FetchPartition(idx, 0, hw, lso, shown, [] if read_committed else None,
                                           b""))
                 continue
+            limit = min(fp.partition_max_bytes, remaining)
+            if offset < start and tiered and name is not None:  # tiered storage (issue 19)
+                below = remote_reads.fetch_below_local(
+                    broker, remote, name, idx, lg, offset, limit if limit > 0 or total == 0
+                    else 0, total == 0, upper, read_committed, replica >= 0 and lead is not None)
+                if below is not None:
+                    code, got, shown = below
+                    data = got.records if got is not None else b""
+                    total += len(data)
+                    remaining -= len(data)
+                    errors = errors or code != 0
+                    out.append(FetchPartition(
+                        idx, code, hw, lso, shown,
+                        (got.aborted if got is not None and got.aborted is not None else [])
+                        if read_committed else None, data))
+                    continue
             aborted = None
             if read_committed:
                 aborted = [(a.producer_id, a.first_offset)
                            for a in lg.producers.aborted_between(offset, lso)]
             error = 0
             records: FileSlice | bytes = b""
-            limit = min(fp.partition_max_bytes, remaining)
             if limit > 0 or total == 0:
                 try:
                     found = lg.read_slice(offset, limit, whole_first=(total == 0),
@@ -180,7 +201,7 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
                     remaining -= found.length
                     if throttled:
                         replicas.leader_quota.record(found.length)
-            out.append(FetchPartition(idx, error, hw, lso, start, aborted, records))
+            out.append(FetchPartition(idx, error, hw, lso, shown, aborted, records))
         responses.append((key, out))
     return responses, total, errors, logs
 
@@ -224,10 +245,20 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
     denied = _denied(ctx, req, plan) if authz.enabled(ctx) else frozenset()
     quota = fetch_sensor(broker.quotas, ctx) if _replica_of(ctx, req)[0] < 0 else None
     cap = broker.quotas.max_in_window(quota) if quota is not None else None
+    # tiered storage (issue 19): a consumer's offsets below a local log start are read from the
+    # remote tier on reader threads, then the pass is made again with what came back
+    remote = remote_reads.RemoteFetchState() if getattr(
+        broker, "remote_log_manager", None) is not None and _replica_of(ctx, req)[0] < 0 else None
     while True:
-        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints, cap, denied)
+        responses, total, errors, logs = _read_all(broker, ctx, req, plan, hints, cap, denied,
+                                                   remote)
+        if remote is not None and remote.pending:
+            _release(responses)
+            await remote_reads.run(broker, remote)
+            continue
         left = deadline - time.monotonic()
-        if total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed:
+        if (total >= req.min_bytes or errors or left <= 0 or not logs or ctx.conn.closed
+                or (remote is not None and remote.results)):
             if (quota is not None or ctx.throttle_ms) and _throttled(broker, ctx, quota, total):
                 # Kafka: a throttled fetch is answered empty, its bytes not charged
                 _release(responses)

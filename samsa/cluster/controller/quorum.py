@@ -175,7 +175,7 @@ class QuorumController:
                 if collision_key(other) == collide:
                     raise ControllerError(Err.INVALID_TOPIC_EXCEPTION,
                                           f"Topic '{name}' collides with existing topic: {other}")
-            check_topic_configs(configs)
+            check_topic_configs(configs, self._tiered_context(None))
             if assignments is not None:
                 placement = self._manual_placement(assignments, partitions, replication)
             else:
@@ -192,6 +192,15 @@ class QuorumController:
                         for k, v in configs.items() if v is not None]
             await self._propose(records)
             return topic_id
+
+    def _tiered_context(self, name: str | None) -> tuple[dict[str, str], dict[str, str], bool]:
+        """What the remote storage checks need (issue 19): the topic defaults of this node, the
+        topic's current configs, remote.log.storage.system.enable."""
+        defaults = self.config.topic_defaults()
+        defaults.update(self.image.broker_configs_for_topics(self.config.node_id))
+        t = self.image.topics.get(name) if name is not None else None
+        return (defaults, dict(t.configs) if t is not None else {},
+                self.config.get_bool("remote.log.storage.system.enable"))
 
     async def delete_topic(self, name: str) -> uuid.UUID:
         async with self._lock:
@@ -258,7 +267,7 @@ class QuorumController:
             if name not in self.image.topics:
                 raise ControllerError(Err.UNKNOWN_TOPIC_OR_PARTITION,
                                       f"The topic '{name}' does not exist.")
-            check_topic_configs(changes)
+            check_topic_configs(changes, self._tiered_context(name))
             if validate_only or not changes:
                 return
             await self._propose([ConfigRecord(TOPIC_RESOURCE, name, k, v)

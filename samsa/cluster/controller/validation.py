@@ -37,10 +37,26 @@ def collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-def check_topic_configs(configs: dict[str, str | None]) -> None:
-    """INVALID_CONFIG for an unknown topic config or a bad value."""
+def check_topic_configs(configs: dict[str, str | None],
+                        tiered: tuple[dict[str, str], dict[str, str], bool] | None = None) -> None:
+    """INVALID_CONFIG for an unknown topic config or a bad value. `tiered` = (the broker's topic
+    defaults, the topic's current configs, remote.log.storage.system.enable): the remote storage
+    checks (samsa.storage.remote.config) run on the configs the change would leave."""
     try:
         validate_topic_configs(configs)
+        if tiered is not None:
+            from samsa.storage.remote.config import validate_topic
+
+            defaults, existing, system_enabled = tiered
+            effective: dict[str, str | None] = {**defaults, **existing}
+            for k, v in configs.items():
+                if v is None:
+                    effective.pop(k, None)
+                    if k in defaults:
+                        effective[k] = defaults[k]
+                else:
+                    effective[k] = v
+            validate_topic(effective, existing, system_enabled)
     except ConfigError as e:
         raise ControllerError(Err.INVALID_CONFIG, str(e)) from None
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from samsa.cluster.channel import ChannelError, NodeChannel
 from samsa.protocol.errors import Err
 
+from . import tiered
 from .truncation import end_offset_for, truncation_offset
 
 if TYPE_CHECKING:
@@ -217,6 +218,10 @@ class ReplicaFetcher:
                 await lg.flush()
         elif code == Err.OFFSET_OUT_OF_RANGE:
             await self._out_of_range(channel, f, offset)
+        elif code == tiered.OFFSET_MOVED_TO_TIERED_STORAGE:
+            # tiered storage (KIP-405): build from the remote tier, then fetch the local tail
+            if not await tiered.bootstrap_from_remote(self, channel, f):
+                self._delay([f], self.manager.cfg.backoff_s)
         elif code in (Err.NOT_LEADER_OR_FOLLOWER, Err.UNKNOWN_LEADER_EPOCH):
             # the leader has not applied the election yet (or we are behind): it will soon
             self._delay([f], min(self.manager.cfg.backoff_s, METADATA_WAIT_S))

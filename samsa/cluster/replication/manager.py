@@ -93,6 +93,9 @@ class ReplicaManager:
         self.broker_epoch = broker_epoch
         self._alter_partition = alter_partition
         self._min_isr = min_isr
+        # tiered storage: the broker's RemoteLogManager (None without remote.log.storage.
+        # system.enable); a follower bootstraps from the remote tier with it (tiered.py)
+        self.remote_log_manager: Any = None
         self.leaders: dict[TP, Leadership] = {}
         self.following: dict[TP, Following] = {}
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}

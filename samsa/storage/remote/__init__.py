@@ -1,0 +1,1 @@
+"""Tiered storage (KIP-405): closed segments copied to a remote store, read back from it."""
