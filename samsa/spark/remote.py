@@ -91,23 +91,28 @@ def remote_options(raw: dict[str, str]) -> RemoteReadOptions | None:
 
 @dataclass
 class RemoteSegmentRange(InputPartition):
-    """Offsets [start, end) of one topic partition, all inside one remote segment."""
+    """Offsets [start, end) of one topic partition, held by consecutive remote segments (one
+    Spark task reads them in order, as a task of the broker path reads its range)."""
     topic: str
     partition: int
     start: int
     end: int
-    segment: bytes  # the segment's metadata record value (metadata.encode_event)
+    segments: list[bytes]  # each segment's metadata record value (metadata.encode_event)
 
-    def __init__(self, topic: str, partition: int, start: int, end: int, segment: bytes) -> None:
+    def __init__(self, topic: str, partition: int, start: int, end: int,
+                 segments: bytes | list[bytes]) -> None:
         super().__init__(f"remote:{topic}/{partition}:{start}-{end}")
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
-        self.segment = segment
+        self.segments = [segments] if isinstance(segments, bytes) else list(segments)
 
     @property
-    def meta(self) -> RemoteLogSegmentMetadata:
-        ev = decode_event(self.segment)
-        assert isinstance(ev, RemoteLogSegmentMetadata)
-        return ev
+    def metas(self) -> list[RemoteLogSegmentMetadata]:
+        out = []
+        for raw in self.segments:
+            ev = decode_event(raw)
+            assert isinstance(ev, RemoteLogSegmentMetadata)
+            out.append(ev)
+        return out
 
 
 # ---- driver: which offsets are remote ------------------------------------------------------------
@@ -208,7 +213,15 @@ def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, in
             stop = min(e, m.end_offset + 1)
             ev = encode_event(m)[1]
             for lo in range(cursor, stop, max_rows):
-                parts.append(RemoteSegmentRange(topic, partition, lo, min(stop, lo + max_rows), ev))
+                hi = min(stop, lo + max_rows)
+                last = parts[-1] if parts else None
+                if (last is not None and last.topic == topic and last.partition == partition
+                        and last.end == lo and hi - last.start <= max_rows):
+                    last.end = hi  # the next segment joins the same input partition
+                    last.segments.append(ev)
+                    last.value = f"remote:{topic}/{partition}:{last.start}-{hi}"
+                else:
+                    parts.append(RemoteSegmentRange(topic, partition, lo, hi, ev))
             cursor = stop
         rest[k] = cursor
     if parts:
@@ -292,12 +305,24 @@ def segment_batches(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, s
 def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_headers: bool,
                       read_committed: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """The rows of [r.start, r.end) from the store, exactly as a consumer sees them."""
-    meta = r.meta
     rsm = opts.open()
-    aborted = _aborted(rsm, meta) if read_committed else []
     cols = _Columns(r.topic, r.partition, include_headers)
+    for meta in r.metas:
+        lo, hi = max(r.start, meta.start_offset), min(r.end, meta.end_offset + 1)
+        if lo < hi:
+            yield from _read_segment(rsm, meta, lo, hi, cols, include_headers, read_committed,
+                                     fail_on_data_loss)
+    if len(cols):
+        yield cols.batch()
+
+
+def _read_segment(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, start: int,
+                  end: int, cols: _Columns, include_headers: bool, read_committed: bool,
+                  fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """Rows of [start, end) of one segment into `cols`, yielding full batches."""
+    aborted = _aborted(rsm, meta) if read_committed else []
     try:
-        for data, at in segment_batches(rsm, meta, r.start, r.end):
+        for data, at in segment_batches(rsm, meta, start, end):
             h = read_header(data, at)
             if h.is_control:
                 continue
@@ -307,7 +332,7 @@ def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_he
                 continue
             ts_type = 1 if h.attributes & TIMESTAMP_TYPE_BIT else 0
             for rec in decode_batch(data, at):
-                if r.start <= rec.offset < r.end:
+                if start <= rec.offset < end:
                     cols.keys.append(None if rec.key is None else bytes(rec.key))
                     cols.values.append(None if rec.value is None else bytes(rec.value))
                     cols.offsets.append(rec.offset)
@@ -320,14 +345,12 @@ def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_he
                 yield cols.batch()
     except RemoteResourceNotFound as e:
         # total retention deleted the segment since the plan was made
-        msg = (f"offsets {r.start}..{r.end - 1} of {key(r.topic, r.partition)} were deleted "
+        msg = (f"offsets {start}..{end - 1} of {key(cols.topic, cols.partition)} were deleted "
                f"from the remote store ({e}); some data may have been lost")
         if fail_on_data_loss:
             raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost data and "
                                       "continue.") from e
         log.warning(msg)
-    if len(cols):
-        yield cols.batch()
 
 
 def read_remote_rows(opts: RemoteReadOptions, r: RemoteSegmentRange, include_headers: bool = True,
