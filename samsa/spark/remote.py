@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from samsa.protocol import codecs
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, crc_ok, read_header
-from samsa.protocol.records import decode_batch
 from samsa.storage.remote.metadata import TOPIC as METADATA_TOPIC
 from samsa.storage.remote.metadata import RemoteLogMetadataCache, decode_event, encode_event
 from samsa.storage.remote.rsm import (
@@ -263,6 +263,85 @@ class CorruptRemoteData(RuntimeError):
     pass
 
 
+def _varint(pl: bytes, p: int) -> tuple[int, int]:
+    """A zigzag varint at p: (value, next position)."""
+    shift = v = 0
+    while True:
+        b = pl[p]
+        p += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (v >> 1) ^ -(v & 1), p
+        shift += 7
+
+
+def decode_into(buf: memoryview | bytes, pos: int, h: Any, start: int, end: int, cols: _Columns,
+                include_headers: bool) -> None:
+    """Append the records of the batch at `pos` with offsets in [start, end) to `cols` (key,
+    value, offset, timestamp in microseconds, headers; not the timestamp type). The same result
+    as records.decode_batch, about twice as fast: one-byte varints are read inline and no record
+    object is built (this is the per-record path of a backfill)."""
+    pl = codecs.decompress(h.compression, memoryview(buf)[pos + HEADER_SIZE:pos + h.size])
+    log_append = bool(h.attributes & TIMESTAMP_TYPE_BIT)
+    base_off, base_ts, max_ts = h.base_offset, h.base_timestamp, h.max_timestamp
+    keys, values, offsets, tss, hdrs = cols.keys, cols.values, cols.offsets, cols.ts, cols.hdrs
+    p = 0
+    for _ in range(h.records_count):
+        ln, p = _varint(pl, p)
+        rec_end = p + ln
+        p += 1  # attributes
+        b = pl[p]
+        if b < 0x80:
+            tsd = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            tsd, p = _varint(pl, p)
+        b = pl[p]
+        if b < 0x80:
+            od = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            od, p = _varint(pl, p)
+        off = base_off + od
+        if not start <= off < end:
+            p = rec_end
+            continue
+        b = pl[p]
+        if b < 0x80:
+            kl = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            kl, p = _varint(pl, p)
+        if kl < 0:
+            keys.append(None)
+        else:
+            keys.append(pl[p:p + kl])
+            p += kl
+        vl, p = _varint(pl, p)
+        if vl < 0:
+            values.append(None)
+        else:
+            values.append(pl[p:p + vl])
+            p += vl
+        offsets.append(off)
+        tss.append((max_ts if log_append else base_ts + tsd) * 1000)
+        if include_headers:
+            nh, p = _varint(pl, p)
+            hs: list[dict[str, object]] = []
+            for _h in range(nh):
+                hkl, p = _varint(pl, p)
+                hk = pl[p:p + hkl].decode()
+                p += hkl
+                hvl, p = _varint(pl, p)
+                if hvl < 0:
+                    hs.append({"key": hk, "value": None})
+                else:
+                    hs.append({"key": hk, "value": pl[p:p + hvl]})
+                    p += hvl
+            hdrs.append(hs or None)
+        p = rec_end
+
+
 def segment_batches(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, start: int,
                     end: int) -> Iterator[tuple[memoryview, int]]:
     """(buffer, position) of every batch of the segment holding offsets in [start, end), read by
@@ -330,17 +409,10 @@ def _read_segment(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, sta
                     pid == h.producer_id and first <= h.base_offset <= last
                     for pid, first, last in aborted):
                 continue
-            ts_type = 1 if h.attributes & TIMESTAMP_TYPE_BIT else 0
-            for rec in decode_batch(data, at):
-                if start <= rec.offset < end:
-                    cols.keys.append(None if rec.key is None else bytes(rec.key))
-                    cols.values.append(None if rec.value is None else bytes(rec.value))
-                    cols.offsets.append(rec.offset)
-                    cols.ts.append(rec.timestamp * 1000)
-                    cols.ts_types.append(ts_type)
-                    if include_headers:
-                        cols.hdrs.append([{"key": k, "value": None if v is None else bytes(v)}
-                                          for k, v in rec.headers] or None)
+            before = len(cols)
+            decode_into(data, at, h, start, end, cols, include_headers)
+            cols.ts_types.extend([1 if h.attributes & TIMESTAMP_TYPE_BIT else 0]
+                                 * (len(cols) - before))
             if len(cols) >= BATCH_ROWS:
                 yield cols.batch()
     except RemoteResourceNotFound as e:
