@@ -501,6 +501,7 @@ for _c in [
 ]:
     BROKER_CONFIGS[_c.name] = _c
 # ---- end tiered storage, the read side ----
+
 # -- node-to-node TLS / SASL (sec-cluster; samsa.cluster.node_security, docs/security.md) --
 for _c in [
     ConfigDef("security.inter.broker.protocol", "string", "PLAINTEXT",

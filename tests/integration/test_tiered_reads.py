@@ -422,6 +422,28 @@ def offsets_first(records: bytes) -> int:
     return int.from_bytes(records[:8], "big")
 
 
+def test_max_timestamp_in_the_remote_tier(tiered: tuple[SamsaBroker, Path]) -> None:
+    """ListOffsets MAX_TIMESTAMP (-3) finds the largest timestamp when only the remote tier holds
+    it (Kafka's brokers look at local segments only: KAFKA-17552, not merged)."""
+    b, _store = tiered
+    bs = b.bootstrap
+    topic = "tiered-maxts"
+    create(bs, topic, segment=32 << 10, local=64 << 10)
+    top = int(time.time() * 1000) + 600_000  # within message.timestamp.after.max.ms
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    p.produce(topic, key=key(0), value=value(0, SMALL), timestamp=T0, partition=0)
+    p.produce(topic, key=key(1), value=value(1, SMALL), timestamp=top, partition=0)
+    assert p.flush(30) == 0
+    produce(bs, topic, 2, 300, SMALL)
+    wait_tiered(bs, topic, 100)
+    w = Wire(bs)
+    try:
+        err, off, _ = list_offset(w, topic, -3, version=7)
+        assert (err, off) == (0, 1)
+    finally:
+        w.close()
+
+
 # ---- a failing store ---------------------------------------------------------------------------
 def segment_objects(store: Path, topic: str) -> list[Path]:
     (pdir,) = [d for d in store.iterdir() if d.name.startswith(f"{topic}-0-")]

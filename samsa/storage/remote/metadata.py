@@ -336,6 +336,11 @@ class RemoteLogMetadataManager(RemoteLogMetadataCache):
             await self.topic.ensure()
             p = self.partition_for(tp)
             base = await self.topic.append(p, [(key, value)])
+            lg = self.logs.get(TOPIC, p)
+            if lg is not None and lg.end_offset > base:
+                # fsynced before it counts: a FINISHED copy lets local retention delete the
+                # segment, which must not outlive a power loss that takes the record
+                await lg.flush()
             self.catch_up(p)  # everything before it, then it
             if self.applied.get(p, 0) <= base:
                 self.apply(ev)
