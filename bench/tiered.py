@@ -153,6 +153,9 @@ def upload(b: SamsaBroker, topic: str, partitions: int, mib: int, size: int) -> 
     want = closed_segments(b, topic, partitions)
     if want == 0:
         raise SystemExit("--backfill-mib too small: no closed 8 MiB segment to copy")
+    time.sleep(1.0)  # a few remote log manager passes: none may copy while copying is off
+    if copies(b, topic):
+        raise RuntimeError("segments were copied while remote.log.copy.disable=true")
     t0 = time.time()
     alter(b.bootstrap, topic, **{"remote.log.copy.disable": "false",
                                  "local.retention.bytes": str(8 * MiB)})

@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from samsa.protocol import codecs
 from samsa.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, crc_ok, read_header
-from samsa.protocol.records import decode_batch
 from samsa.storage.remote.metadata import TOPIC as METADATA_TOPIC
 from samsa.storage.remote.metadata import RemoteLogMetadataCache, decode_event, encode_event
 from samsa.storage.remote.rsm import (
@@ -91,23 +91,28 @@ def remote_options(raw: dict[str, str]) -> RemoteReadOptions | None:
 
 @dataclass
 class RemoteSegmentRange(InputPartition):
-    """Offsets [start, end) of one topic partition, all inside one remote segment."""
+    """Offsets [start, end) of one topic partition, held by consecutive remote segments (one
+    Spark task reads them in order, as a task of the broker path reads its range)."""
     topic: str
     partition: int
     start: int
     end: int
-    segment: bytes  # the segment's metadata record value (metadata.encode_event)
+    segments: list[bytes]  # each segment's metadata record value (metadata.encode_event)
 
-    def __init__(self, topic: str, partition: int, start: int, end: int, segment: bytes) -> None:
+    def __init__(self, topic: str, partition: int, start: int, end: int,
+                 segments: bytes | list[bytes]) -> None:
         super().__init__(f"remote:{topic}/{partition}:{start}-{end}")
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
-        self.segment = segment
+        self.segments = [segments] if isinstance(segments, bytes) else list(segments)
 
     @property
-    def meta(self) -> RemoteLogSegmentMetadata:
-        ev = decode_event(self.segment)
-        assert isinstance(ev, RemoteLogSegmentMetadata)
-        return ev
+    def metas(self) -> list[RemoteLogSegmentMetadata]:
+        out = []
+        for raw in self.segments:
+            ev = decode_event(raw)
+            assert isinstance(ev, RemoteLogSegmentMetadata)
+            out.append(ev)
+        return out
 
 
 # ---- driver: which offsets are remote ------------------------------------------------------------
@@ -208,7 +213,15 @@ def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, in
             stop = min(e, m.end_offset + 1)
             ev = encode_event(m)[1]
             for lo in range(cursor, stop, max_rows):
-                parts.append(RemoteSegmentRange(topic, partition, lo, min(stop, lo + max_rows), ev))
+                hi = min(stop, lo + max_rows)
+                last = parts[-1] if parts else None
+                if (last is not None and last.topic == topic and last.partition == partition
+                        and last.end == lo and hi - last.start <= max_rows):
+                    last.end = hi  # the next segment joins the same input partition
+                    last.segments.append(ev)
+                    last.value = f"remote:{topic}/{partition}:{last.start}-{hi}"
+                else:
+                    parts.append(RemoteSegmentRange(topic, partition, lo, hi, ev))
             cursor = stop
         rest[k] = cursor
     if parts:
@@ -248,6 +261,85 @@ def _aborted(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata) -> list[
 
 class CorruptRemoteData(RuntimeError):
     pass
+
+
+def _varint(pl: bytes, p: int) -> tuple[int, int]:
+    """A zigzag varint at p: (value, next position)."""
+    shift = v = 0
+    while True:
+        b = pl[p]
+        p += 1
+        v |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (v >> 1) ^ -(v & 1), p
+        shift += 7
+
+
+def decode_into(buf: memoryview | bytes, pos: int, h: Any, start: int, end: int, cols: _Columns,
+                include_headers: bool) -> None:
+    """Append the records of the batch at `pos` with offsets in [start, end) to `cols` (key,
+    value, offset, timestamp in microseconds, headers; not the timestamp type). The same result
+    as records.decode_batch, about twice as fast: one-byte varints are read inline and no record
+    object is built (this is the per-record path of a backfill)."""
+    pl = codecs.decompress(h.compression, memoryview(buf)[pos + HEADER_SIZE:pos + h.size])
+    log_append = bool(h.attributes & TIMESTAMP_TYPE_BIT)
+    base_off, base_ts, max_ts = h.base_offset, h.base_timestamp, h.max_timestamp
+    keys, values, offsets, tss, hdrs = cols.keys, cols.values, cols.offsets, cols.ts, cols.hdrs
+    p = 0
+    for _ in range(h.records_count):
+        ln, p = _varint(pl, p)
+        rec_end = p + ln
+        p += 1  # attributes
+        b = pl[p]
+        if b < 0x80:
+            tsd = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            tsd, p = _varint(pl, p)
+        b = pl[p]
+        if b < 0x80:
+            od = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            od, p = _varint(pl, p)
+        off = base_off + od
+        if not start <= off < end:
+            p = rec_end
+            continue
+        b = pl[p]
+        if b < 0x80:
+            kl = (b >> 1) ^ -(b & 1)
+            p += 1
+        else:
+            kl, p = _varint(pl, p)
+        if kl < 0:
+            keys.append(None)
+        else:
+            keys.append(pl[p:p + kl])
+            p += kl
+        vl, p = _varint(pl, p)
+        if vl < 0:
+            values.append(None)
+        else:
+            values.append(pl[p:p + vl])
+            p += vl
+        offsets.append(off)
+        tss.append((max_ts if log_append else base_ts + tsd) * 1000)
+        if include_headers:
+            nh, p = _varint(pl, p)
+            hs: list[dict[str, object]] = []
+            for _h in range(nh):
+                hkl, p = _varint(pl, p)
+                hk = pl[p:p + hkl].decode()
+                p += hkl
+                hvl, p = _varint(pl, p)
+                if hvl < 0:
+                    hs.append({"key": hk, "value": None})
+                else:
+                    hs.append({"key": hk, "value": pl[p:p + hvl]})
+                    p += hvl
+            hdrs.append(hs or None)
+        p = rec_end
 
 
 def segment_batches(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, start: int,
@@ -292,12 +384,24 @@ def segment_batches(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, s
 def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_headers: bool,
                       read_committed: bool, fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
     """The rows of [r.start, r.end) from the store, exactly as a consumer sees them."""
-    meta = r.meta
     rsm = opts.open()
-    aborted = _aborted(rsm, meta) if read_committed else []
     cols = _Columns(r.topic, r.partition, include_headers)
+    for meta in r.metas:
+        lo, hi = max(r.start, meta.start_offset), min(r.end, meta.end_offset + 1)
+        if lo < hi:
+            yield from _read_segment(rsm, meta, lo, hi, cols, include_headers, read_committed,
+                                     fail_on_data_loss)
+    if len(cols):
+        yield cols.batch()
+
+
+def _read_segment(rsm: RemoteStorageManager, meta: RemoteLogSegmentMetadata, start: int,
+                  end: int, cols: _Columns, include_headers: bool, read_committed: bool,
+                  fail_on_data_loss: bool) -> Iterator[pa.RecordBatch]:
+    """Rows of [start, end) of one segment into `cols`, yielding full batches."""
+    aborted = _aborted(rsm, meta) if read_committed else []
     try:
-        for data, at in segment_batches(rsm, meta, r.start, r.end):
+        for data, at in segment_batches(rsm, meta, start, end):
             h = read_header(data, at)
             if h.is_control:
                 continue
@@ -305,29 +409,20 @@ def read_remote_range(opts: RemoteReadOptions, r: RemoteSegmentRange, include_he
                     pid == h.producer_id and first <= h.base_offset <= last
                     for pid, first, last in aborted):
                 continue
-            ts_type = 1 if h.attributes & TIMESTAMP_TYPE_BIT else 0
-            for rec in decode_batch(data, at):
-                if r.start <= rec.offset < r.end:
-                    cols.keys.append(None if rec.key is None else bytes(rec.key))
-                    cols.values.append(None if rec.value is None else bytes(rec.value))
-                    cols.offsets.append(rec.offset)
-                    cols.ts.append(rec.timestamp * 1000)
-                    cols.ts_types.append(ts_type)
-                    if include_headers:
-                        cols.hdrs.append([{"key": k, "value": None if v is None else bytes(v)}
-                                          for k, v in rec.headers] or None)
+            before = len(cols)
+            decode_into(data, at, h, start, end, cols, include_headers)
+            cols.ts_types.extend([1 if h.attributes & TIMESTAMP_TYPE_BIT else 0]
+                                 * (len(cols) - before))
             if len(cols) >= BATCH_ROWS:
                 yield cols.batch()
     except RemoteResourceNotFound as e:
         # total retention deleted the segment since the plan was made
-        msg = (f"offsets {r.start}..{r.end - 1} of {key(r.topic, r.partition)} were deleted "
+        msg = (f"offsets {start}..{end - 1} of {key(cols.topic, cols.partition)} were deleted "
                f"from the remote store ({e}); some data may have been lost")
         if fail_on_data_loss:
             raise DataLossError(msg + ". Set failOnDataLoss=false to skip lost data and "
                                       "continue.") from e
         log.warning(msg)
-    if len(cols):
-        yield cols.batch()
 
 
 def read_remote_rows(opts: RemoteReadOptions, r: RemoteSegmentRange, include_headers: bool = True,

@@ -138,6 +138,9 @@ def test_backfill_reads_remote_segments_from_the_store(spark: SparkSession, brok
         tp = next(t for t in cache.topic_partitions() if t.partition == p and t.topic == TOPIC)
         assert covered[-1][1] == cache.highest_offset(tp) + 1
         assert covered[-1][1] >= _local_starts(broker, 2)[p]  # covers what is only remote
+        # consecutive segments make one input partition (up to maxRecordsPerPartition)
+        mine = [r for r in remote_parts if r.partition == p]
+        assert len(mine) == 1 and len(mine[0].segments) == len(cache.segments(tp)) >= 2
 
     # no broker in the data path: the remote input partitions read with the broker stopped
     broker.stop()
