@@ -30,8 +30,13 @@ def test_registry_and_connect_metrics(tmp_path: Path) -> None:
             "connect.enable": "true", "connect.listeners": f"http://127.0.0.1:{cport}"}) as b:
         assert b.admin_url
         registry, connect = f"http://127.0.0.1:{rport}", f"http://127.0.0.1:{cport}"
-        wait_until("the Connect worker", lambda: httpx.get(connect + "/health",
-                                                           timeout=5).status_code == 200, 90, 0.3)
+        def up() -> bool:
+            try:
+                return httpx.get(connect + "/health", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until("the Connect worker", up, 90, 0.3)
         m = scrape(b.admin_url)
         assert m[("kafka_schema_registry_registered_count", frozenset())] == 0
         assert m[("kafka_schema_registry_master_slave_role", frozenset())] == 1
@@ -51,3 +56,8 @@ def test_registry_and_connect_metrics(tmp_path: Path) -> None:
                   frozenset({"schema_type": "avro"}.items()))] == 1
         assert m[("kafka_connect_worker_connector_count", frozenset())] == 1
         assert m[("kafka_connect_worker_task_count", frozenset())] == 1
+        from tests.integration.test_metrics_http import dashboard_metrics
+
+        names = {name for name, _ in m}
+        assert {d for d in dashboard_metrics()
+                if d.startswith(("kafka_schema_registry_", "kafka_connect_"))} <= names

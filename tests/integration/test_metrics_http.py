@@ -203,3 +203,30 @@ def test_non_http_bytes_do_not_hurt_the_broker(broker: SamsaBroker) -> None:
                                  "client_software_version": "1"}).error_code == 0
     finally:
         w.close()
+
+
+def dashboard_metrics() -> set[str]:
+    """Metric names the Grafana dashboard in docs/ queries."""
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "samsa-overview.json"
+    dash = json.loads(path.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 20
+    return {m for e in exprs for m in re.findall(r"\b((?:kafka|process)_[a-z_]+)\b", e)}
+
+
+def test_the_grafana_dashboard_queries_served_metrics(broker: SamsaBroker) -> None:
+    """Every family is served (with HELP/TYPE) even before it has samples."""
+    import re
+
+    r = httpx.get(broker.admin_url + "/metrics", timeout=30)
+    families = {fam.name for fam in text_string_to_metric_families(r.text)}
+    wanted = {m for m in dashboard_metrics()
+              if not m.startswith(("kafka_schema_registry_", "kafka_connect_"))}
+    assert len(wanted) >= 20
+    missing = {m for m in wanted
+               if m not in families and re.sub(r"_(bucket|sum|count|total)$", "", m) not in families}
+    assert missing == set()
