@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -230,3 +231,30 @@ def test_the_grafana_dashboard_queries_served_metrics(broker: SamsaBroker) -> No
     missing = {m for m in wanted
                if m not in families and re.sub(r"_(bucket|sum|count|total)$", "", m) not in families}
     assert missing == set()
+
+
+def test_serve_prints_the_admin_listener(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from samsa.testing import free_port, terminate
+
+    port, admin = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
+    proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "serve", "--listeners",
+                             f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(tmp_path / "d"),
+                             "--override", f"admin.http.listeners=http://127.0.0.1:{admin}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for _ in range(20):  # the broker prints a few lines at start-up
+            line = proc.stdout.readline().decode()
+            lines.append(line)
+            if "admin HTTP listener" in line or not line:
+                break
+        assert f"samsa: admin HTTP listener on http://127.0.0.1:{admin} " in lines[-1], lines
+        assert httpx.get(f"http://127.0.0.1:{admin}/health/ready").status_code == 200
+    finally:
+        terminate(proc)

@@ -7,6 +7,7 @@ import sys
 import threading
 import types
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -99,3 +100,20 @@ def test_a_busy_port_is_an_error() -> None:
                             host, port).start()
     finally:
         server.stop()
+
+
+def _service(values: dict[str, str], embedded: bool) -> Any:
+    from samsa.admin.service import AdminService
+    from samsa.config import BrokerConfig
+
+    broker = types.SimpleNamespace(config=BrokerConfig(values),
+                                   node=types.SimpleNamespace(embedded=embedded))
+    return AdminService(broker)  # type: ignore[arg-type]
+
+
+def test_default_address_embedded_on_cluster_off_empty_off() -> None:
+    assert _service({}, embedded=True)._address() == ("127.0.0.1", 9644, False)
+    assert _service({}, embedded=False)._address() is None
+    assert _service({"admin.http.listeners": ""}, embedded=True)._address() is None
+    assert _service({"admin.http.listeners": "http://0.0.0.0:0"},
+                    embedded=False)._address() == ("0.0.0.0", 0, True)
