@@ -258,3 +258,41 @@ def test_serve_prints_the_admin_listener(tmp_path: Path) -> None:
         assert httpx.get(f"http://127.0.0.1:{admin}/health/ready").status_code == 200
     finally:
         terminate(proc)
+
+
+def test_scrapes_answer_while_the_broker_is_loaded(broker: SamsaBroker) -> None:
+    """Producers keep the broker busy while /metrics and /health are asked for: every scrape
+    answers and parses, and the broker's count of the workload is exact afterwards."""
+    import threading
+
+    topic = "metrics-load"
+    _create(broker, topic)
+    stop = threading.Event()
+    sent = [0, 0]
+
+    def produce(slot: int) -> None:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2})
+        n = 0
+        while not stop.is_set() and n < 200_000:
+            try:
+                p.produce(topic, value=b"x" * 100)
+                n += 1
+            except BufferError:
+                p.poll(0.05)
+        assert p.flush(30) == 0
+        sent[slot] = n
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(10):
+            assert httpx.get(broker.admin_url + "/health/ready", timeout=10).status_code == 200
+            scrape(broker)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert sum(sent) > 0
+    after = scrape(broker)
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == sum(sent)
