@@ -185,7 +185,8 @@ _STATES = (("Stable", "numgroupsstable"), ("PreparingRebalance", "numgroupsprepa
 
 def _group_families(broker: Broker) -> list[Family]:
     """Group coordinator gauges, and kafka-exporter's lag for the groups this broker coordinates
-    (lag = the partition's high watermark - the committed offset; partitions led here)."""
+    (lag = the partition's high watermark - the committed offset, for partitions with a replica
+    on this broker)."""
     gc = getattr(broker, "groups", None)
     prefix = "kafka_coordinator_group_groupmetadatamanager_"
     counts = {name: 0 for _, name in _STATES}
@@ -224,6 +225,9 @@ def _group_families(broker: Broker) -> list[Family]:
                 s = sums.setdefault(topic, [0, 0])
                 s[0] += entry.offset
                 lg = broker.partition_log(topic, p)
+                if lg is None:  # a replica here follows: its high watermark trails the leader's
+                    f = broker.replicas.following.get((topic, p))  # by at most one fetch
+                    lg = f.log if f is not None else None
                 if lg is not None:
                     value = max(0, lg.high_watermark - entry.offset)
                     lag.add(value, **labels)

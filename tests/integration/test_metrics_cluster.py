@@ -77,3 +77,19 @@ def test_isr_shrink_and_expand_and_the_active_controller(
     samples = scrape(url)
     assert samples[("kafka_log_log_logendoffset",
                     frozenset({"topic": TOPIC, "partition": "0"}.items()))] == 50
+
+    # lag, kafka-exporter style, from the group's coordinator (whichever node it is; every node
+    # has a replica of the partition)
+    from confluent_kafka import Consumer, TopicPartition
+
+    cons = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "metrics-cluster-g"})
+    cons.commit(offsets=[TopicPartition(TOPIC, 0, 20)], asynchronous=False)
+    cons.close()
+    labels = frozenset({"consumergroup": "metrics-cluster-g", "topic": TOPIC,
+                        "partition": "0"}.items())
+
+    def lags() -> list[float]:
+        found = [scrape(u).get(("kafka_consumergroup_lag", labels)) for u in urls.values()]
+        return [v for v in found if v is not None]
+
+    assert wait_until("the coordinator reports the lag", lambda: lags() == [30], 30, 0.5)
