@@ -58,6 +58,10 @@ def take(broker: Broker, ready: bool) -> list[Family]:
                "Record bytes sent to follower replicas (ReplicationBytesOutPerSec).")
     f.add(m.replication_bytes_out, "_total")
     out.append(f)
+    f = Family("kafka_server_brokertopicmetrics_replicationbytesin", "counter",
+               "Record bytes this broker's follower replicas appended (ReplicationBytesInPerSec).")
+    f.add(broker.replicas.replication_bytes_in if broker.is_broker else 0, "_total")
+    out.append(f)
     out += _request_families(broker)
     if broker.is_broker:
         out += _replica_families(broker)
@@ -226,8 +230,8 @@ def _group_families(broker: Broker) -> list[Family]:
                 s[0] += entry.offset
                 lg = broker.partition_log(topic, p)
                 if lg is None:  # a replica here follows: its high watermark trails the leader's
-                    f = broker.replicas.following.get((topic, p))  # by at most one fetch
-                    lg = f.log if f is not None else None
+                    fol = broker.replicas.following.get((topic, p))  # by at most one fetch
+                    lg = fol.log if fol is not None else None
                 if lg is not None:
                     value = max(0, lg.high_watermark - entry.offset)
                     lag.add(value, **labels)

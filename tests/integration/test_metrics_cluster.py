@@ -77,6 +77,12 @@ def test_isr_shrink_and_expand_and_the_active_controller(
     samples = scrape(url)
     assert samples[("kafka_log_log_logendoffset",
                     frozenset({"topic": TOPIC, "partition": "0"}.items()))] == 50
+    # the leader sent the followers what they appended: at least two copies of its log
+    size = samples[("kafka_log_log_size", frozenset({"topic": TOPIC, "partition": "0"}.items()))]
+    assert samples[("kafka_server_brokertopicmetrics_replicationbytesout_total", frozenset())] \
+        >= 2 * size
+    follower = next(i for i in urls if i not in (lead, victim))
+    assert gauge(urls[follower], "kafka_server_brokertopicmetrics_replicationbytesin_total") >= size
 
     # lag, kafka-exporter style, from the group's coordinator (whichever node it is; every node
     # has a replica of the partition)

@@ -96,6 +96,7 @@ class ReplicaManager:
         self.following: dict[TP, Following] = {}
         self.isr_shrinks = 0  # ISR changes the controller accepted (ops-metrics)
         self.isr_expands = 0
+        self.replication_bytes_in = 0  # bytes followers appended (ReplicationBytesInPerSec)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._subscribers: list[LeadershipCallback] = []
         self._isr_task: asyncio.Task[None] | None = None
