@@ -208,6 +208,7 @@ class ReplicaFetcher:
                     self.manager.follower_quota.record(len(records))
                 try:
                     lg.append_as_follower(records)
+                    self.manager.replication_bytes_in += len(records)  # ops-metrics
                 except Exception as e:
                     log.error("%s-%d: cannot append the leader's batches at %d: %s", f.topic,
                               f.partition, offset, e)
