@@ -1,0 +1,103 @@
+"""Per-app state: the context, the registry codec, sign-in sessions and each principal's cluster
+clients. When the cluster's client config uses SASL, every user signs in with their own SASL
+credentials (checked by connecting with them) and the console acts as that principal, so the
+broker's ACLs apply to what they see and do."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+
+from .cluster import Cluster, ConsoleError, Samples, describe
+from .codec import Codec
+from .context import ConsoleContext
+from .registry import RegistryClient
+
+SESSION_TTL_S = 8 * 3600
+MAX_SESSIONS = 1000
+COOKIE = "samsa_console"
+
+
+@dataclass
+class Session:
+    user: str
+    cluster: Cluster
+    created: float
+    producer: Producer | None = None
+
+
+class ConsoleState:
+    def __init__(self, ctx: ConsoleContext) -> None:
+        self.ctx = ctx
+        self.registry = RegistryClient(ctx.registry_url, ctx.registry_config) if ctx.registry_url else None
+        self.codec = Codec(self.registry)
+        self.samples = Samples()
+        mech = ctx.client_config.get("sasl.mechanism") or ctx.client_config.get("sasl.mechanisms")
+        proto = ctx.client_config.get("security.protocol", "PLAINTEXT").upper()
+        self.login_required = bool(mech) or proto.startswith("SASL")
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._shared: Session | None = None
+        self.log_dirs_cache: tuple[float, dict[tuple[str, int], int] | None] = (0.0, None)
+
+    def base_config(self) -> dict[str, Any]:
+        return {"bootstrap.servers": self.ctx.bootstrap, **self.ctx.client_config}
+
+    def shared(self) -> Session:
+        with self._lock:
+            if self._shared is None:
+                self._shared = Session("", Cluster(self.base_config()), time.time())
+            return self._shared
+
+    def sign_in(self, user: str, password: str) -> str:
+        """A session token for these SASL credentials, once the broker accepted them."""
+        conf = {**self.base_config(), "sasl.username": user, "sasl.password": password}
+        conf.pop("sasl.jaas.config", None)
+        cluster = Cluster(conf)
+        try:
+            cluster.admin.list_topics(timeout=8)
+        except KafkaException as e:
+            raise ConsoleError(f"sign-in failed: {describe(e)}", 401) from None
+        token = secrets.token_urlsafe(32)
+        with self._lock:
+            self._expire()
+            if len(self._sessions) >= MAX_SESSIONS:
+                oldest = min(self._sessions, key=lambda t: self._sessions[t].created)
+                self._sessions.pop(oldest)
+            self._sessions[token] = Session(user, cluster, time.time())
+        return token
+
+    def session(self, token: str | None) -> Session | None:
+        if not self.login_required:
+            return self.shared()
+        if not token:
+            return None
+        with self._lock:
+            s = self._sessions.get(token)
+            if s is not None and time.time() - s.created > SESSION_TTL_S:
+                self._sessions.pop(token, None)
+                return None
+            return s
+
+    def sign_out(self, token: str | None) -> None:
+        with self._lock:
+            self._sessions.pop(token or "", None)
+
+    def _expire(self) -> None:
+        now = time.time()
+        for t in [t for t, s in self._sessions.items() if now - s.created > SESSION_TTL_S]:
+            self._sessions.pop(t)
+
+    def producer(self, s: Session) -> Producer:
+        with self._lock:
+            if s.producer is None:
+                conf = {k: v for k, v in s.cluster.config.items()}
+                conf.update({"client.id": "samsa-console-producer", "acks": "all",
+                             "linger.ms": 0, "enable.idempotence": True})
+                s.producer = Producer(conf)
+            return s.producer
