@@ -44,7 +44,8 @@ class Req:
         return self.session.user or None
 
     def page(self, title: str, body: str, active: str = "", status: int = 200, **kw: Any) -> HTMLResponse:
-        kw.setdefault("notice", self.query.get("notice"))
+        if not kw.get("notice"):
+            kw["notice"] = self.query.get("notice")
         return HTMLResponse(h.page(title, body, active=active, user=self.user, **kw), status)
 
 
