@@ -335,6 +335,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
               "(worker settings: connect.worker.<name>)."),
     ConfigDef("connect.listeners", "string", "http://127.0.0.1:8083",
               "REST listener of the embedded Connect worker."),
+    # -- admin HTTP listener (ops-metrics: samsa/admin, docs/operations.md) --
+    ConfigDef("admin.http.listeners", "string", None,
+              "HTTP listener for /metrics, /health/live, /health/ready and the console "
+              "(http://host:port; unset: http://127.0.0.1:9644 on the embedded single-node "
+              "default, none in a cluster; empty: off). Console client settings: "
+              "admin.http.client.<Kafka client config>."),
 ] + [replace(t, name=t.broker_synonym, broker_synonym=None, mode="cluster-wide")
      for t in TOPIC_CONFIGS.values()
      if t.broker_synonym and t.broker_synonym not in ("message.max.bytes",)]}

@@ -118,6 +118,12 @@ class Broker:
                                    float(config.get_int("quota.window.size.seconds")))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
+        # metrics and the admin HTTP listener (ops-metrics: samsa/metrics, samsa/admin)
+        from samsa.admin.service import AdminService
+        from samsa.metrics.counters import BrokerMetrics
+
+        self.metrics = BrokerMetrics()
+        self.admin = AdminService(self)
 
     def _scram_lookup(self, user: str, mechanism: str) -> Any:
         """The SCRAM credential of a user in the metadata image (None if it has none)."""
@@ -155,6 +161,7 @@ class Broker:
 
     async def start(self) -> None:
         warm_up(apis.SUPPORTED)
+        await self.admin.start()  # ops-metrics: /health/live answers during recovery
         clean = self.logs.detect_clean()
         cluster_id = self.node.prepare_storage()
         for ln in self.controller_listeners:
@@ -164,6 +171,7 @@ class Broker:
         await self.node.start()
         if not self.is_broker:
             log.info("Samsa controller %d started (cluster %s)", self.node_id, cluster_id)
+            self.admin.started()
             return
         await self.node.wait_caught_up()
         image = self.node.image
@@ -194,6 +202,7 @@ class Broker:
                                    self.config.get_int("log.flush.scheduler.interval.ms"))
         log.info("Samsa broker %d listening on %s:%d (cluster %s, %s start)", self.node_id,
                  self.bind_host, self.port, cluster_id, "clean" if clean else "recovered")
+        self.admin.started()
 
     async def _wait_unfenced(self) -> None:
         while True:
@@ -476,6 +485,7 @@ class Broker:
         await self.txn_markers.write(producer_id, epoch, commit, partitions)
 
     async def stop(self) -> None:
+        self.admin.stopping()
         if self.is_broker and self._hosting:
             await self.lifecycle.controlled_shutdown(
                 min(5.0, self.config.get_int("broker.session.timeout.ms") / 1000))
@@ -502,6 +512,7 @@ class Broker:
         await self.node.stop()
         await self.channels.close()
         self.logs.shutdown()
+        await self.admin.stop()
         self._stopped.set()
 
     async def wait_stopped(self) -> None:

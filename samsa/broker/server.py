@@ -33,6 +33,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from samsa.metrics.timing import RequestTiming
 from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
 from samsa.protocol.fetch_response import FetchChunks
@@ -173,6 +174,8 @@ class KafkaConnection(asyncio.Protocol):
         self._mute_timer: asyncio.TimerHandle | None = None
         # Fetch handlers in flight (their coroutines): stopped when the connection goes
         self.fetches: dict[asyncio.Future[Response | None], Any] = {}
+        # metrics (ops-metrics, samsa/metrics): when the last bytes arrived (request queue time)
+        self.received_at = 0.0
 
     # ---- asyncio.Protocol --------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -188,6 +191,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.tls is not None and self.security_protocol == "SSL" and not self._tls_principal():
             return
         self.broker.connections.add(self)
+        self.broker.metrics.listener(self.listener_name).created += 1  # ops-metrics
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         sasl_listener = getattr(self.broker, "sasl_listeners", {}).get(self.listener_name)
         if sasl_listener is not None:
@@ -221,6 +225,7 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
         if was_admitted:
             self.limits.leave(self)
+            self.broker.metrics.listener(self.listener_name).closed += 1  # ops-metrics
         # In-flight handlers run to completion (a half-done controller or coordinator operation
         # must never be cut off); their responses are dropped, their file slices released.
         for fut in self.pending:
@@ -288,6 +293,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
+        self.received_at = time.perf_counter()  # ops-metrics: request queue time starts
         self._batched(self._process)
 
     def _batched(self, work: Any) -> None:
@@ -352,13 +358,15 @@ class KafkaConnection(asyncio.Protocol):
         quotas = self.broker.quotas
         charged = quotas.active and not self.spec.controller and charge_request(
             quotas, ctx, len(frame) + 4)
-        started = time.perf_counter() if charged else 0.0
+        started = time.perf_counter()
         try:
             result = handler(self.broker, ctx, body)
         except Exception:
             log.exception("handler for api %d v%d failed", key, version)
             self.close()
             return
+        timing = RequestTiming(self.broker.metrics, key, version, body, self.received_at,
+                               started)  # ops-metrics: per request, not per record
         if charged:
             charge_time(quotas, ctx, time.perf_counter() - started)
         if isinstance(result, Awaitable):
@@ -372,7 +380,9 @@ class KafkaConnection(asyncio.Protocol):
                 ctx.counted = True
                 fut.add_done_callback(functools.partial(self._answered, ctx))
             self._enqueue(fut)
+            fut.add_done_callback(timing.done)
         elif result is None:
+            timing.done()
             if ctx.throttle_ms:
                 self.mute_for(ctx.throttle_ms)
             return  # acks=0 produce: no response at all
@@ -387,6 +397,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
                 return
             self._respond_in_order(chunks)
+            timing.done()
             if ctx.throttle_ms:
                 self.mute_for(ctx.throttle_ms)
 

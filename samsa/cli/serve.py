@@ -72,6 +72,13 @@ async def _serve(config: BrokerConfig) -> None:
     registry = await _start_registry(config, broker.host, broker.port)
     registry_url = f"http://{registry.config.host_port[0]}:{registry.port}" if registry else None
     connect = await _start_connect(config, broker.host, broker.port, registry_url)
+    # ops-metrics: the admin HTTP listener (samsa/admin) and its view of the other services
+    from samsa.admin.components import attach
+
+    attach(broker.admin, registry, registry_url, connect)
+    if broker.admin.url:
+        print(f"samsa: admin HTTP listener on {broker.admin.url} (/metrics, /health/live, "
+              f"/health/ready)", flush=True)
     await stop.wait()
     if connect is not None:
         await connect.stop()

@@ -53,6 +53,9 @@ class SamsaBroker:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
+        # the admin HTTP listener (ops-metrics) on its own free port; "" in overrides: off
+        if "admin.http.listeners" not in self.overrides:
+            self.overrides["admin.http.listeners"] = f"http://127.0.0.1:{free_port()}"
         self.startup_timeout = startup_timeout
         self.nofile = nofile
         self.proc: subprocess.Popen[bytes] | None = None
@@ -61,6 +64,12 @@ class SamsaBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str | None:
+        """The admin HTTP listener's base URL (/metrics, /health/*, the console); None if off."""
+        value = self.overrides.get("admin.http.listeners", "").strip()
+        return value.rstrip("/") or None
 
     def start(self) -> SamsaBroker:
         args = [sys.executable, "-m", "samsa.cli.main", "serve",

@@ -239,6 +239,10 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> FetchChunks:
                                              session_id=sid, throttle_time_ms=ctx.throttle_ms)
             if session is not None:
                 responses = _session_filter(session, responses, incremental)
+            # ops-metrics: BytesOut / fetch counts per topic, once per response
+            image_topics = broker.node.image.topics
+            broker.metrics.fetched({key: name for key, name, _ in plan if name in image_topics},
+                                   responses, _replica_of(ctx, req)[0] >= 0)
             return encode_fetch_response(ctx.version, ctx.correlation_id, responses,
                                          session_id=session.id if session is not None else 0,
                                          node_endpoints=hints.node_endpoints())

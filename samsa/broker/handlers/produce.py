@@ -131,6 +131,10 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 continue
             r = _append_one(lg, pd.index, pd.records, now_ms, schema_checker(broker, td.name),
                             ctx.version)
+            if r["error_code"] == 0:  # ops-metrics: once per partition batch
+                broker.metrics.produced(td.name, pd.records)
+            else:
+                broker.metrics.produce_failed(td.name, len(pd.records or b""))
             if r["error_code"] == 0:
                 if lg.flush_due:
                     to_flush.append(lg)

@@ -94,6 +94,8 @@ class ReplicaManager:
         self._min_isr = min_isr
         self.leaders: dict[TP, Leadership] = {}
         self.following: dict[TP, Following] = {}
+        self.isr_shrinks = 0  # ISR changes the controller accepted (ops-metrics)
+        self.isr_expands = 0
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._subscribers: list[LeadershipCallback] = []
         self._isr_task: asyncio.Task[None] | None = None
@@ -417,6 +419,10 @@ class ReplicaManager:
             if self.leaders.get(tp) is not lead or lead.state.pending is not change:
                 return  # the image moved on meanwhile
             if code == Err.NONE and new is not None:
+                # ops-metrics: kafka_server_replicamanager_isrshrinks/isrexpands_total
+                grew = len(new.isr) - len(lead.state.isr)
+                self.isr_expands += grew > 0
+                self.isr_shrinks += grew < 0
                 lead.state.change_done(change, tuple(new.isr), new.partition_epoch)
             elif code in (Err.INELIGIBLE_REPLICA, Err.OPERATION_NOT_ATTEMPTED):
                 log.info("%s-%d: AlterPartition to ISR %s answered %s", tp[0], tp[1],

@@ -1,0 +1,1 @@
+"""The broker's HTTP admin listener (`admin.http.listeners`): /metrics, /health/*, the console."""
