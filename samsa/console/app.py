@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from . import html as h
 from . import views_admin, views_groups, views_messages, views_schemas, views_topics
 from .cluster import ConsoleError
-from .context import adapt
+from .context import Live
 from .state import COOKIE, SESSION_TTL_S, ConsoleState
 from .web import error_page
 
@@ -41,7 +41,7 @@ def _safe_next(path: str) -> str:
 
 
 def build_console(ctx: Any) -> Starlette:
-    state = ConsoleState(adapt(ctx))
+    state = ConsoleState(Live(ctx))
 
     async def login(request: Request) -> Response:
         if request.method == "GET":

@@ -1,6 +1,7 @@
-"""What the console needs to know about its cluster. The admin HTTP listener builds one from the
-broker's config; `python -m samsa.console` from its flags. Any object with these attributes works
-(the console reads them with getattr), so the listener's own context type can be passed as is."""
+"""What the console needs to know about its cluster. The admin HTTP listener passes its
+`samsa.admin.context.ConsoleContext` (filled in place once the embedded registry and Connect
+worker are up); `python -m samsa.console` and the tests build the one here. `Live` reads whichever
+it is given at each use, so a URL that appears after start-up is picked up."""
 
 from __future__ import annotations
 
@@ -11,34 +12,55 @@ from typing import Any
 
 @dataclass
 class ConsoleContext:
-    bootstrap: str
+    bootstrap_servers: str
     client_config: dict[str, str] = field(default_factory=dict)
     registry_url: str | None = None
     registry_config: dict[str, str] = field(default_factory=dict)
     connect_url: str | None = None
-    metrics_snapshot: Callable[[], Mapping[str, float]] | None = None
+    metrics_snapshot: Callable[[], Any] | None = None
 
 
-def adapt(ctx: Any) -> ConsoleContext:
-    """A ConsoleContext from any object carrying the same fields (names tolerated: `bootstrap` or
-    `bootstrap_servers`, `client_config` or `security_config`)."""
-    if isinstance(ctx, ConsoleContext):
-        return ctx
-    if isinstance(ctx, Mapping):
-        get: Callable[[str], Any] = ctx.get
-    else:
-        def get(name: str) -> Any:
-            return getattr(ctx, name, None)
-    bootstrap = get("bootstrap") or get("bootstrap_servers")
-    if not bootstrap:
-        raise ValueError("console context without bootstrap servers")
-    if isinstance(bootstrap, list | tuple):
-        bootstrap = ",".join(bootstrap)
-    return ConsoleContext(
-        bootstrap=str(bootstrap),
-        client_config=dict(get("client_config") or get("security_config") or {}),
-        registry_url=get("registry_url") or None,
-        registry_config=dict(get("registry_config") or {}),
-        connect_url=get("connect_url") or None,
-        metrics_snapshot=get("metrics_snapshot") or get("metrics") or None,
-    )
+class Live:
+    """A read-through view of any context object (attributes or a mapping)."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        if not self.bootstrap:
+            raise ValueError("console context without bootstrap servers")
+
+    def _get(self, name: str) -> Any:
+        if isinstance(self.source, Mapping):
+            return self.source.get(name)
+        return getattr(self.source, name, None)
+
+    @property
+    def bootstrap(self) -> str:
+        value = self._get("bootstrap_servers") or self._get("bootstrap") or ""
+        return ",".join(value) if isinstance(value, list | tuple) else str(value)
+
+    @property
+    def client_config(self) -> dict[str, str]:
+        return dict(self._get("client_config") or {})
+
+    @property
+    def registry_url(self) -> str | None:
+        return self._get("registry_url") or None
+
+    @property
+    def registry_config(self) -> dict[str, str]:
+        return dict(self._get("registry_config") or {})
+
+    @property
+    def connect_url(self) -> str | None:
+        return self._get("connect_url") or None
+
+    def metrics(self) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """The broker's metric samples ({name: [(labels, value)]}), {} when there are none."""
+        fn = self._get("metrics_snapshot")
+        if fn is None:
+            return {}
+        try:
+            snap = fn()
+        except Exception:  # noqa: BLE001 - metrics are a nicety on the overview
+            return {}
+        return dict(snap) if isinstance(snap, Mapping) else {}

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaException, Producer
 
 from .cluster import Cluster, ConsoleError, Samples, describe
 from .codec import Codec
-from .context import ConsoleContext
+from .context import Live
 from .registry import RegistryClient
 
 SESSION_TTL_S = 8 * 3600
@@ -32,10 +32,10 @@ class Session:
 
 
 class ConsoleState:
-    def __init__(self, ctx: ConsoleContext) -> None:
+    def __init__(self, ctx: Live) -> None:
         self.ctx = ctx
-        self.registry = RegistryClient(ctx.registry_url, ctx.registry_config) if ctx.registry_url else None
-        self.codec = Codec(self.registry)
+        self._registry: RegistryClient | None = None
+        self._codec = Codec(None)
         self.samples = Samples()
         mech = ctx.client_config.get("sasl.mechanism") or ctx.client_config.get("sasl.mechanisms")
         proto = ctx.client_config.get("security.protocol", "PLAINTEXT").upper()
@@ -44,6 +44,26 @@ class ConsoleState:
         self._lock = threading.Lock()
         self._shared: Session | None = None
         self.log_dirs_cache: tuple[float, dict[tuple[str, int], int] | None] = (0.0, None)
+
+    def _registry_now(self) -> tuple[RegistryClient | None, Codec]:
+        """The registry client and codec for the context's current registry URL (it may appear
+        after start-up, when the embedded registry comes up after the admin listener)."""
+        url = self.ctx.registry_url
+        with self._lock:
+            if url and (self._registry is None or self._registry.url != url.rstrip("/")):
+                self._registry = RegistryClient(url, self.ctx.registry_config)
+                self._codec = Codec(self._registry)
+            elif not url and self._registry is not None:
+                self._registry, self._codec = None, Codec(None)
+            return self._registry, self._codec
+
+    @property
+    def registry(self) -> RegistryClient | None:
+        return self._registry_now()[0]
+
+    @property
+    def codec(self) -> Codec:
+        return self._registry_now()[1]
 
     def base_config(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.ctx.bootstrap, **self.ctx.client_config}

@@ -65,19 +65,29 @@ def overview(req: Req) -> Response:
     brokers = h.table(["id", "host", "port", "role"],
                       [[b.id, b.host, b.port, "controller" if b.id == md.controller_id else "broker"]
                        for b in sorted(md.brokers.values(), key=lambda b: b.id)])
-    metrics = ""
-    snap = req.state.ctx.metrics_snapshot
-    if snap is not None:
-        try:
-            values = dict(snap())
-            metrics = "<h2>Broker metrics</h2>" + h.table(
-                ["metric", "value"], sorted((k, f"{v:g}") for k, v in values.items())[:60])
-        except Exception:  # noqa: BLE001 - metrics are a nicety here
-            metrics = ""
+    metrics = _metrics_table(req.state.ctx.metrics())
     body = (f'<div id="ov" data-live><div class="cards">{card_html}</div>'
             f'<h2>Messages per second (all topics)</h2>{h.sparkline(rates, label="messages per second")}'
             f"<h2>Brokers</h2>{brokers}{metrics}</div>")
     return req.page("Cluster overview", body, "/", refresh="5")
+
+
+METRIC_PREFIXES = ("kafka_server_brokertopicmetrics_", "kafka_server_replicamanager_",
+                   "kafka_controller_kafkacontroller_", "kafka_server_kafkaserver_")
+
+
+def _metrics_table(snap: dict[str, list[tuple[dict[str, str], float]]]) -> str:
+    """The broker-wide values of the main families (per-topic samples left out)."""
+    rows = []
+    for name in sorted(snap):
+        if not name.startswith(METRIC_PREFIXES) or name.endswith("_created"):
+            continue
+        overall = [v for labels, v in snap[name] if "topic" not in labels]
+        if overall:
+            rows.append([name, f"{sum(overall):g}"])
+    if not rows:
+        return ""
+    return "<h2>Broker metrics</h2>" + h.table(["metric (as /metrics names it)", "value"], rows[:40])
 
 
 def topics(req: Req) -> Response:

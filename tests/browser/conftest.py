@@ -1,5 +1,5 @@
-"""Fixtures for the console tests: a broker with its embedded schema registry, the console on a
-thread of the test process, and a headless Chromium (Debian's chromium + chromium-driver, driven
+"""Fixtures for the console tests: a broker with its embedded schema registry, the console served
+by the broker's admin HTTP listener (as `samsa serve` runs it), and a headless Chromium (Debian's chromium + chromium-driver, driven
 by selenium). Screenshots go to build/test-artifacts/console/."""
 
 from __future__ import annotations
@@ -33,8 +33,17 @@ def stack() -> Iterator[dict[str, Any]]:
     with SamsaBroker(overrides=overrides) as broker:
         registry = f"http://127.0.0.1:{rport}"
         wait_http(registry, 30)
-        with ConsoleServer(ConsoleContext(broker.bootstrap, registry_url=registry)) as console:
-            yield {"broker": broker, "registry": registry, "console": console.url}
+        assert broker.admin_url is not None
+        wait_http(broker.admin_url, 30)
+        yield {"broker": broker, "registry": registry, "console": broker.admin_url}
+
+
+@pytest.fixture(scope="module")
+def standalone(stack: dict[str, Any]) -> Iterator[str]:
+    """The same console run alone on a thread of the test process (`python -m samsa.console`'s
+    way), for checks that need its internals."""
+    with ConsoleServer(ConsoleContext(stack["broker"].bootstrap, registry_url=stack["registry"])) as c:
+        yield c.url
 
 
 @pytest.fixture(scope="module")
