@@ -319,6 +319,20 @@ class Cluster:
                  "permission": _name(b.permission_type), "resourceType": _name(b.restype),
                  "name": b.name, "pattern": _name(b.resource_pattern_type)} for b in res]
 
+    def may_describe_cluster(self) -> bool:
+        """Whether this principal holds DESCRIBE on the cluster (DescribeCluster's authorized
+        operations). Asked before the ACL and user listings, which need it: confluent-kafka
+        2.16 crashes the process on a refused DescribeUserScramCredentials."""
+        from confluent_kafka.admin import AclOperation
+
+        try:
+            res = self.admin.describe_cluster(include_authorized_operations=True,
+                                              request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S + 5)
+        except KafkaException as e:
+            raise ConsoleError(f"cannot describe the cluster: {describe(e)}") from None
+        ops = res.authorized_operations or []
+        return AclOperation.DESCRIBE in ops or AclOperation.ALL in ops
+
     def users(self) -> list[dict[str, Any]]:
         try:
             res = self.admin.describe_user_scram_credentials(request_timeout=TIMEOUT_S)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from .cluster import Cluster, ConsoleError, Samples, describe
 from .codec import Codec
@@ -21,6 +21,7 @@ from .registry import RegistryClient
 SESSION_TTL_S = 8 * 3600
 MAX_SESSIONS = 1000
 COOKIE = "samsa_console"
+SIGN_IN_TIMEOUT_S = 8.0
 
 
 @dataclass
@@ -76,13 +77,25 @@ class ConsoleState:
 
     def sign_in(self, user: str, password: str) -> str:
         """A session token for these SASL credentials, once the broker accepted them."""
-        conf = {**self.base_config(), "sasl.username": user, "sasl.password": password}
+        conf: dict[str, Any] = {**self.base_config(), "sasl.username": user, "sasl.password": password}
         conf.pop("sasl.jaas.config", None)
-        cluster = Cluster(conf)
-        try:
-            cluster.admin.list_topics(timeout=8)
-        except KafkaException as e:
-            raise ConsoleError(f"sign-in failed: {describe(e)}", 401) from None
+        refused: list[Any] = []
+
+        def on_error(err: Any) -> None:  # a refused login is reported here at once
+            if err.code() == KafkaError._AUTHENTICATION:
+                refused.append(err)
+        cluster = Cluster({**conf, "error_cb": on_error})
+        deadline = time.monotonic() + SIGN_IN_TIMEOUT_S
+        while True:
+            try:
+                cluster.admin.list_topics(timeout=0.5)
+                break
+            except KafkaException as e:
+                cluster.admin.poll(0)  # serves error_cb
+                if refused:
+                    raise ConsoleError(f"sign-in failed: {refused[0].str()}", 401) from None
+                if time.monotonic() > deadline:
+                    raise ConsoleError(f"sign-in failed: {describe(e)}", 401) from None
         token = secrets.token_urlsafe(32)
         with self._lock:
             self._expire()

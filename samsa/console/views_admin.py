@@ -103,9 +103,14 @@ def connector_action(req: Req) -> Response:
 
 def security(req: Req) -> Response:
     c = req.session.cluster
+    signed = f"<p>Signed in as <b>{h.e(req.user)}</b>.</p>" if req.user else \
+        "<p>The console connects with its configured client settings (no sign-in).</p>"
     acls = c.acls()
     if acls is None:
         acl_html = "<p>The cluster has no authorizer configured: ACLs are off.</p>"
+    elif not c.may_describe_cluster():
+        raise ConsoleError("cannot list ACLs and users: this principal lacks DESCRIBE on the cluster",
+                           403)
     else:
         acl_html = h.table(["principal", "host", "operation", "permission", "resource", "name", "pattern"],
                            [[a["principal"], a["host"], a["operation"], a["permission"],
@@ -116,8 +121,6 @@ def security(req: Req) -> Response:
                             empty="no SCRAM users")
     except ConsoleError as e:
         user_html = f'<p class="note">{h.e(e)}</p>'
-    signed = f"<p>Signed in as <b>{h.e(req.user)}</b>.</p>" if req.user else \
-        "<p>The console connects with its configured client settings (no sign-in).</p>"
     return req.page("Security", signed + "<h2>ACLs</h2>" + acl_html + "<h2>Users</h2>" + user_html,
                     "/security")
 

@@ -85,8 +85,8 @@ def view(state: ConsoleState, fn: View) -> Callable[[Request], Any]:
         except ConsoleError as e:
             return error_page(_title(e.status), str(e), e.status, session.user)
         except RegistryError as e:
-            return error_page("Schema registry", f"{e} (HTTP {e.status})", 502 if e.status >= 500
-                              else e.status, session.user)
+            return error_page("Schema registry", f"{e} (HTTP {e.status})",
+                              e.status if 400 <= e.status < 500 or e.status == 503 else 502, session.user)
         except EncodeError as e:
             return error_page("Bad value", str(e), 400, session.user)
         except Exception as e:  # noqa: BLE001 - the page names it; the log has the trace

@@ -1,6 +1,6 @@
 """Fixtures for the console tests: a broker with its embedded schema registry, the console served
-by the broker's admin HTTP listener (as `samsa serve` runs it), and a headless Chromium (Debian's chromium + chromium-driver, driven
-by selenium). Screenshots go to build/test-artifacts/console/."""
+by the broker's admin HTTP listener (as `samsa serve` runs it), and a headless Chromium (Debian's
+chromium + chromium-driver, driven by selenium). Screenshots go to build/test-artifacts/console/."""
 
 from __future__ import annotations
 
