@@ -205,7 +205,10 @@ def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
     c = consumer(cluster)
     needle = search.lower().encode()
     try:
-        c.assign([TopicPartition(topic, p, OFFSET_END) for p in parts])
+        # explicit end offsets (not OFFSET_END, resolved later): a record produced once the
+        # stream has started is always shown
+        ends = cluster.latest([(topic, p) for p in parts])
+        c.assign([TopicPartition(topic, p, ends.get((topic, p), OFFSET_END)) for p in parts])
         while True:
             batch = []
             for msg in c.consume(200, 0.5):

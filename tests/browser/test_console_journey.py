@@ -35,6 +35,7 @@ PROTO_INCOMPATIBLE = PROTO_V1.replace("int64 amount_cents = 2;", "string amount_
 TOPIC = "journey"
 GROUP = "journey-group"
 PLAIN_RECORDS = 20
+TOTAL = PLAIN_RECORDS + 2  # the Protobuf record, the tailed one and the plain ones
 WAIT_S = 30
 
 
@@ -103,7 +104,7 @@ def _consume_all(bootstrap: str, stop: threading.Event, done: threading.Event) -
             seen += len([m for m in msgs if m.error() is None])
             if msgs:
                 c.commit(asynchronous=False)
-            if seen >= PLAIN_RECORDS + 1:
+            if seen >= TOTAL:
                 done.set()
     finally:
         c.close()
@@ -154,8 +155,19 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     d.get(base + f"/topics/{TOPIC}/messages?mode=beginning&search=o-42")
     assert len(d.find_elements(By.CSS_SELECTOR, "#records tbody tr .kind.protobuf")) == 1
 
-    # 6. a consumer group's lag, watched falling to zero
+    # ... and the live tail shows a record produced while the page is open
+    d.get(base + f"/topics/{TOPIC}/messages")
+    d.find_element(By.ID, "tail").click()
+    _wait(d, lambda drv: _text(drv, "#tail-status").startswith("live"))
     p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(TOPIC, key=b"tail", value=b"tailed record 1", partition=1)
+    assert p.flush(15) == 0
+    _wait(d, lambda drv: "tailed record 1" in _text(drv, "#records tbody"))
+    assert len(d.find_elements(By.CSS_SELECTOR, "#records tbody tr.tailed")) == 1
+    shot(d, "05-live-tail")
+    d.find_element(By.ID, "tail").click()  # stop
+
+    # 6. a consumer group's lag, watched falling to zero
     for i in range(PLAIN_RECORDS):
         p.produce(TOPIC, key=f"k{i}".encode(), value=f"plain {i}".encode(), partition=i % 2)
     assert p.flush(15) == 0
@@ -165,15 +177,15 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(
         GROUP, [TopicPartition(TOPIC, 0, 0), TopicPartition(TOPIC, 1, 0)])])[GROUP].result(15)
     d.get(base + f"/groups/{GROUP}")
-    assert _text(d, "#total-lag") == str(PLAIN_RECORDS + 1)
-    shot(d, "05-group-lag")
+    assert _text(d, "#total-lag") == str(TOTAL)
+    shot(d, "06-group-lag")
     stop, done = threading.Event(), threading.Event()
     member = threading.Thread(target=_consume_all, args=(bootstrap, stop, done), daemon=True)
     member.start()
     try:
         _wait(d, lambda drv: _text(drv, "#total-lag") == "0")  # the page refreshes itself
         assert done.wait(WAIT_S)
-        shot(d, "06-group-lag-zero")
+        shot(d, "07-group-lag-zero")
     finally:
         stop.set()
         member.join(20)
@@ -187,11 +199,11 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
            for r in d.find_elements(By.CSS_SELECTOR, "table.preview tbody tr")]
     assert new == ["0", "0"]
     assert _text(d, "#total-lag") == "0"  # the dry run committed nothing
-    shot(d, "07-reset-preview")
+    shot(d, "08-reset-preview")
     _fill(d, "form.reset", {"topic": TOPIC, "strategy": "earliest"})
     _submit(d, "form.reset", "Reset offsets")
     assert "reset" in _notice(d), _error(d)
-    assert _text(d, "#total-lag") == str(PLAIN_RECORDS + 1)
+    assert _text(d, "#total-lag") == str(TOTAL)
 
     # 8. edit a topic config
     d.get(base + f"/topics/{TOPIC}")
@@ -208,7 +220,7 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     _submit(d, "form.register", "Register")
     refusal = _error(d)
     assert "Refused by the schema registry" in refusal and "incompatible" in refusal.lower(), refusal
-    shot(d, "08-schema-refused")
+    shot(d, "09-schema-refused")
     versions = json.loads(_registry_get(stack["registry"], f"/subjects/{TOPIC}-value/versions"))
     assert versions == [1]
 

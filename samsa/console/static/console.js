@@ -38,7 +38,8 @@ function startTail(btn) {
   const src = new EventSource(btn.dataset.tail);
   let count = 0;
   btn.textContent = "Stop live tail";
-  status.textContent = "live: waiting for new records…";
+  status.textContent = "connecting…";
+  src.onopen = () => { if (!count) status.textContent = "live: waiting for new records…"; };
   const stop = () => { src.close(); btn.textContent = "Live tail"; status.textContent = `stopped (${count} new records)`; btn.onclick = () => startTail(btn); };
   btn.onclick = stop;
   src.addEventListener("records", (ev) => {
