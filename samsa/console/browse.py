@@ -75,12 +75,12 @@ def _int(text: str, what: str) -> int:
     return n
 
 
-def consumer(cluster: Cluster) -> Consumer:
+def consumer(cluster: Cluster, **extra: Any) -> Consumer:
     conf = {k: v for k, v in cluster.config.items() if k != "client.id"}
     conf.update({"group.id": "samsa-console-browser", "enable.auto.commit": False,
                  "enable.auto.offset.store": False, "enable.partition.eof": True,
                  "client.id": "samsa-console-browser", "fetch.wait.max.ms": 100,
-                 "auto.offset.reset": "latest"})
+                 "auto.offset.reset": "latest", **extra})
     try:
         return Consumer(conf)
     except KafkaException as e:
@@ -194,15 +194,25 @@ def read_page(cluster: Cluster, codec: Codec, q: Query) -> Page:
     return page
 
 
+TAIL_TICK_S = 0.5
+TAIL_MAX_PER_TICK = 200
+# the tail's consumer prefetches little: what a page cannot show is skipped, not fetched
+TAIL_CONSUMER = {"queued.max.messages.kbytes": 1024, "fetch.max.bytes": 1 << 20,
+                 "max.partition.fetch.bytes": 256 << 10}
+
+
 def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
-         search: str = "") -> Iterator[list[dict[str, Any]]]:
-    """Batches of new records as they arrive (an empty batch each idle poll, so the caller can
-    notice a gone client). The consumer closes when the generator is closed."""
+         search: str = "") -> Iterator[tuple[list[dict[str, Any]], int]]:
+    """(new records, records skipped) every TAIL_TICK_S; an empty batch each idle tick, so the
+    caller notices a gone client. At most TAIL_MAX_PER_TICK records a tick are decoded: when the
+    topic runs faster than that, the tail jumps to the end and says how many it skipped, so a
+    browser tailing a busy topic costs the cluster a bounded amount of work. The consumer closes
+    when the generator is closed."""
     tm = cluster.topic(topic)
     parts = sorted(tm.partitions) if partition is None else [partition]
     if partition is not None and partition not in tm.partitions:
         raise ConsoleError(f"topic {topic!r} has no partition {partition}", 404)
-    c = consumer(cluster)
+    c = consumer(cluster, **TAIL_CONSUMER)
     needle = search.lower().encode()
     try:
         # explicit end offsets (not OFFSET_END, resolved later): a record produced once the
@@ -210,13 +220,28 @@ def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
         ends = cluster.latest([(topic, p) for p in parts])
         c.assign([TopicPartition(topic, p, ends.get((topic, p), OFFSET_END)) for p in parts])
         while True:
-            batch = []
-            for msg in c.consume(200, 0.5):
-                if msg.error() is not None:
-                    continue
-                if needle and not _matches(msg, needle, codec):
-                    continue
-                batch.append(record(msg, codec))
-            yield batch
+            started = time.monotonic()
+            msgs = c.consume(TAIL_MAX_PER_TICK, TAIL_TICK_S)
+            batch = [record(m, codec) for m in msgs if m.error() is None
+                     and (not needle or _matches(m, needle, codec))]
+            skipped = _skip_ahead(c) if len(msgs) >= TAIL_MAX_PER_TICK else 0
+            yield batch, skipped
+            rest = TAIL_TICK_S - (time.monotonic() - started)
+            if rest > 0:
+                time.sleep(rest)
     finally:
         c.close()
+
+
+def _skip_ahead(c: Consumer) -> int:
+    """Seek partitions far behind their end to the end; the number of records jumped over."""
+    skipped = 0
+    for tp in c.position(c.assignment()):
+        try:
+            _, high = c.get_watermark_offsets(tp, cached=True)
+        except KafkaException:
+            continue
+        if tp.offset >= 0 and high - tp.offset > TAIL_MAX_PER_TICK:
+            skipped += high - tp.offset
+            c.seek(TopicPartition(tp.topic, tp.partition, high))
+    return skipped

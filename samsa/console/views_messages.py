@@ -99,10 +99,12 @@ def tail_endpoint(state: ConsoleState) -> Any:
                 while anyio.current_time() - started < TAIL_MAX_S:
                     if await request.is_disconnected():
                         break
-                    batch = await anyio.to_thread.run_sync(next, gen)
+                    batch, skipped = await anyio.to_thread.run_sync(next, gen)
                     if batch:
                         yield f"event: records\ndata: {json.dumps(batch)}\n\n"
-                    else:
+                    if skipped:
+                        yield f"event: skipped\ndata: {skipped}\n\n"
+                    if not batch and not skipped:
                         yield ": idle\n\n"
                 yield "event: problem\ndata: the tail ended after an hour; start it again\n\n"
             finally:

@@ -36,13 +36,19 @@ TOPIC = "journey"
 GROUP = "journey-group"
 PLAIN_RECORDS = 20
 TOTAL = PLAIN_RECORDS + 2  # the Protobuf record, the tailed one and the plain ones
-WAIT_S = 30
+WAIT_S = 45
 
 
-def _wait(driver: Any, cond: Any, timeout: float = WAIT_S) -> Any:
+def _wait(driver: Any, cond: Any, what: str = "", timeout: float = WAIT_S) -> Any:
+    """WebDriverWait; on a timeout, a screenshot of the page (failed-<what>.png) and the step's name."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(cond)
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(cond)
+    except TimeoutException:
+        shot(driver, f"failed-{what or 'wait'}")
+        raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}") from None
 
 
 def _text(driver: Any, css: str) -> str:
@@ -75,7 +81,7 @@ def _submit(driver: Any, form_css: str, button_text: str | None = None) -> None:
     button.click()
     from selenium.webdriver.support import expected_conditions as ec
 
-    _wait(driver, ec.staleness_of(old))
+    _wait(driver, ec.staleness_of(old), f"submit-{button_text}")
 
 
 def _notice(driver: Any) -> str:
@@ -158,11 +164,11 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     # ... and the live tail shows a record produced while the page is open
     d.get(base + f"/topics/{TOPIC}/messages")
     d.find_element(By.ID, "tail").click()
-    _wait(d, lambda drv: _text(drv, "#tail-status").startswith("live"))
+    _wait(d, lambda drv: _text(drv, "#tail-status").startswith("live"), "tail-open")
     p = Producer({"bootstrap.servers": bootstrap})
     p.produce(TOPIC, key=b"tail", value=b"tailed record 1", partition=1)
     assert p.flush(15) == 0
-    _wait(d, lambda drv: "tailed record 1" in _text(drv, "#records tbody"))
+    _wait(d, lambda drv: "tailed record 1" in _text(drv, "#records tbody"), "tail-record")
     assert len(d.find_elements(By.CSS_SELECTOR, "#records tbody tr.tailed")) == 1
     shot(d, "05-live-tail")
     d.find_element(By.ID, "tail").click()  # stop
@@ -183,13 +189,13 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     member = threading.Thread(target=_consume_all, args=(bootstrap, stop, done), daemon=True)
     member.start()
     try:
-        _wait(d, lambda drv: _text(drv, "#total-lag") == "0")  # the page refreshes itself
+        _wait(d, lambda drv: _text(drv, "#total-lag") == "0", "lag-zero")  # the page refreshes itself
         assert done.wait(WAIT_S)
         shot(d, "07-group-lag-zero")
     finally:
         stop.set()
         member.join(20)
-    _wait(d, lambda drv: _text(drv, "#group-state") == "EMPTY")
+    _wait(d, lambda drv: _text(drv, "#group-state") == "EMPTY", "group-empty")
 
     # 7. reset the group's offsets: a dry run first (nothing committed), then for real
     _fill(d, "form.reset", {"topic": TOPIC, "strategy": "earliest"})

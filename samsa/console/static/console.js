@@ -36,7 +36,8 @@ function startTail(btn) {
   const body = document.querySelector("#records tbody");
   const status = document.getElementById("tail-status");
   const src = new EventSource(btn.dataset.tail);
-  let count = 0;
+  let count = 0, skipped = 0;
+  const say = () => { status.textContent = `live: ${count} new records` + (skipped ? ` (${skipped} more skipped: faster than a page can show)` : ""); };
   btn.textContent = "Stop live tail";
   status.textContent = "connecting…";
   src.onopen = () => { if (!count) status.textContent = "live: waiting for new records…"; };
@@ -55,8 +56,9 @@ function startTail(btn) {
       count++;
     }
     while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
-    status.textContent = `live: ${count} new records`;
+    say();
   });
+  src.addEventListener("skipped", (ev) => { skipped += parseInt(ev.data, 10) || 0; say(); });
   src.addEventListener("problem", (ev) => { status.textContent = ev.data; src.close(); });
 }
 

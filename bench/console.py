@@ -1,0 +1,170 @@
+"""Produce throughput with the web console open and a browser tailing the topic, against the same
+broker with no browser, in the same run (issue 18: within 5 %).
+
+One Samsa broker (its admin HTTP listener serves the console in its own thread). Rounds rotate
+three modes on fresh topics: `off` (no browser), `thread` (headless Chromium on the broker's
+console, live tail on the topic being produced) and `process` (the same page served by
+`python -m samsa.console` in a process of its own). Each run produces `--records` records of
+`--size` bytes with confluent-kafka (acks=1, one partition). Reported: median MB/s per mode, the
+ratio to `off`, the broker's CPU seconds per MB, and what the tail showed (records shown /
+skipped), which proves it was live during the run.
+
+    PYTHONPATH=. python bench/console.py --records 200000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from samsa.testing import SamsaBroker, free_port
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def produce(bs: str, topic: str, records: int, size: int) -> float:
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "batch.size": 1 << 20, "acks": 1,
+                  "queue.buffering.max.messages": 1_000_000})
+    payload = os.urandom(size // 2).hex().encode()[:size]  # text, so the console shows it as such
+    p.list_topics(topic, timeout=30)
+    t0 = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.01)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - t0
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return records * size / elapsed / 1e6
+
+
+def browser() -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "chromium"
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1280,1000"):
+        opts.add_argument(arg)
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "chromedriver"), options=opts)
+
+
+def open_tail(driver: Any, console: str, topic: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{console}/topics/{topic}/messages")
+    driver.find_element(By.ID, "tail").click()
+    WebDriverWait(driver, 30).until(
+        lambda d: d.find_element(By.ID, "tail-status").text.startswith("live"))
+
+
+def tail_status(driver: Any) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.ID, "tail-status").text)
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default="bench/results/console-latest.md")
+    args = ap.parse_args()
+    modes = ["off", "thread", "process"]
+    mb_s: dict[str, list[float]] = {m: [] for m in modes}
+    cpu_mb: dict[str, list[float]] = {m: [] for m in modes}
+    tails: dict[str, list[str]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(prefix="samsa-bench-console-") as tmp, \
+            SamsaBroker(Path(tmp) / "data") as b:
+        assert b.proc is not None and b.admin_url
+        wait_http(b.admin_url + "/")
+        port = free_port()
+        standalone = subprocess.Popen([sys.executable, "-m", "samsa.console", "--bootstrap-server",
+                                       b.bootstrap, "--listen", f"127.0.0.1:{port}"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        consoles = {"thread": b.admin_url, "process": f"http://127.0.0.1:{port}"}
+        driver = browser()
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        try:
+            wait_http(consoles["process"] + "/")
+            for rnd in range(args.rounds):
+                order = modes[rnd % 3:] + modes[:rnd % 3]
+                for mode in order:
+                    topic = f"bench-console-{mode}-{uuid.uuid4().hex[:6]}"
+                    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+                    if mode != "off":
+                        open_tail(driver, consoles[mode], topic)
+                    else:
+                        driver.get("about:blank")
+                    cpu0 = cpu_seconds(b.proc.pid)
+                    rate = produce(b.bootstrap, topic, args.records, args.size)
+                    cpu = cpu_seconds(b.proc.pid) - cpu0
+                    mb_s[mode].append(rate)
+                    cpu_mb[mode].append(cpu / (args.records * args.size / 1e6))
+                    if mode != "off":
+                        time.sleep(1.0)  # the tail's last tick
+                        tails[mode].append(tail_status(driver))
+                    print(f"round {rnd + 1} {mode:<8} {rate:7.1f} MB/s  broker CPU "
+                          f"{cpu_mb[mode][-1] * 1000:.1f} ms/MB  {tails[mode][-1] if mode != 'off' else ''}",
+                          file=sys.stderr, flush=True)
+        finally:
+            driver.quit()
+            standalone.terminate()
+            standalone.wait(10)
+    med = {m: statistics.median(v) for m, v in mb_s.items()}
+    lines = [f"{args.records} records x {args.size} B per run, {args.rounds} rounds (medians), "
+             "confluent-kafka, acks=1, one partition; modes rotate within each round", "",
+             "| console | produce MB/s | vs no browser | broker CPU ms/MB | runs (MB/s) |",
+             "|---|---:|---:|---:|---|"]
+    names = {"off": "no browser", "thread": "tailing, console in the broker's admin thread",
+             "process": "tailing, console in its own process"}
+    for m in modes:
+        lines.append(f"| {names[m]} | {med[m]:.1f} | {med[m] / med['off']:.1%} | "
+                     f"{statistics.median(cpu_mb[m]) * 1000:.1f} | "
+                     f"{', '.join(f'{x:.1f}' for x in mb_s[m])} |")
+    lines += ["", "Tail status after each run: "
+              + "; ".join(f"{m}: {' / '.join(tails[m])}" for m in ("thread", "process"))]
+    text = "\n".join(lines)
+    print("\n" + text)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
