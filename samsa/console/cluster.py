@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 
 TIMEOUT_S = 10.0
+METADATA_TIMEOUT_S = 5.0  # the first answer; longer means the cluster is unreachable (as the CLI)
 TP = tuple[str, int]
 INACTIVE_GROUP_STATES = {"EMPTY", "DEAD", "UNKNOWN"}
 
@@ -111,8 +112,8 @@ class Cluster:
     def metadata(self, topic: str | None = None) -> Any:
         try:
             if topic is None:
-                return self.admin.list_topics(timeout=TIMEOUT_S)
-            return self.admin.list_topics(topic, timeout=TIMEOUT_S)
+                return self.admin.list_topics(timeout=METADATA_TIMEOUT_S)
+            return self.admin.list_topics(topic, timeout=METADATA_TIMEOUT_S)
         except KafkaException as e:
             raise ConsoleError(f"cannot reach the cluster at {self.config.get('bootstrap.servers')}: "
                                f"{describe(e)}", 503) from None

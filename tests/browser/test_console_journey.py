@@ -230,7 +230,12 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     versions = json.loads(_registry_get(stack["registry"], f"/subjects/{TOPIC}-value/versions"))
     assert versions == [1]
 
-    # 10. a path that does not exist: a plain page, no stack trace
+    # 10. the overview now counts the journey's topic and records
+    d.get(base + "/")
+    assert int(_text(d, '[data-card="Topics"]')) >= 2
+    shot(d, "10-overview")
+
+    # 11. a path that does not exist: a plain page, no stack trace
     d.get(base + "/topics/journey/nonsense/path")
     assert "There is no page at" in _error(d)
     assert "Traceback" not in d.page_source
