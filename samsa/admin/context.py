@@ -21,7 +21,8 @@ class ConsoleContext:
     # taken from the broker's `admin.http.client.<name>` settings; empty for PLAINTEXT
     client_config: dict[str, str] = field(default_factory=dict)
     # the schema registry's URL (None: none configured/started yet) and its client properties in
-    # Confluent's names (basic.auth.credentials.source, basic.auth.user.info, schema.registry.ssl.*)
+    # Confluent's names (basic.auth.credentials.source, basic.auth.user.info, schema.registry.ssl.*),
+    # from the broker's `admin.http.registry.<name>` settings
     registry_url: str | None = None
     registry_config: dict[str, str] = field(default_factory=dict)
     # the Connect worker's REST URL (None: no worker)

@@ -15,7 +15,7 @@ import importlib.util
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -77,10 +77,12 @@ def build_app(registry: CollectorRegistry, ready: Callable[[], tuple[bool, str]]
             return JSONResponse({"status": "UP"})
         return JSONResponse({"status": "DOWN", "reason": why}, status_code=503)
 
+    # every method reaches these routes (a method-restricted Route would let a wrong method fall
+    # through to the console's "/" mount): other methods than GET/HEAD get 405 here
     routes: list[BaseRoute] = [
-        Route("/metrics", metrics, methods=["GET", "HEAD"]),
-        Route("/health/live", live, methods=["GET", "HEAD"]),
-        Route("/health/ready", ready_route, methods=["GET", "HEAD"]),
+        Route("/metrics", _get_only(metrics), methods=_ALL_METHODS),
+        Route("/health/live", _get_only(live), methods=_ALL_METHODS),
+        Route("/health/ready", _get_only(ready_route), methods=_ALL_METHODS),
     ]
     app_console = load_console(ctx) if (console and ctx is not None) else None
     if app_console is not None:
@@ -94,6 +96,20 @@ def build_app(registry: CollectorRegistry, ready: Callable[[], tuple[bool, str]]
         return PlainTextResponse("Internal Server Error\n", status_code=500)
 
     return Starlette(routes=routes, exception_handlers={404: not_found, 500: failed})
+
+
+_ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT"]
+
+
+def _get_only(handler: Callable[[Request], Awaitable[Response]]
+              ) -> Callable[[Request], Awaitable[Response]]:
+    async def guarded(request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return PlainTextResponse("Method Not Allowed\n", status_code=405,
+                                     headers={"Allow": "GET, HEAD"})
+        return await handler(request)
+
+    return guarded
 
 
 class _Server(uvicorn.Server):

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("samsa.admin")
 
-CLIENT_PREFIX = "admin.http.client."
+CLIENT_PREFIX = "admin.http.client."  # Kafka client settings for the console
+REGISTRY_PREFIX = "admin.http.registry."  # schema registry client settings (Confluent's names)
 
 
 class AdminService:
@@ -88,7 +89,10 @@ class AdminService:
         def metrics_snapshot() -> dict[str, list[tuple[dict[str, str], float]]]:
             return flatten(collector.families())
 
+        registry_client = {k[len(REGISTRY_PREFIX):]: v for k, v in b.config.values.items()
+                           if k.startswith(REGISTRY_PREFIX)}
         self.ctx = ConsoleContext(bootstrap_servers=bootstrap, client_config=client,
+                                  registry_config=registry_client,
                                   metrics_snapshot=metrics_snapshot, node_id=b.node_id)
         app = build_app(registry, self._ready, self.ctx)
         server = AdminHttpServer(app, host, port)

@@ -34,6 +34,7 @@ from ._common import (
     print_table,
     unknown_topic,
 )
+from .progress import Progress
 
 # Kafka's names for group states and types (what kafka-consumer-groups.sh prints and accepts).
 STATE_NAMES: dict[ConsumerGroupState, str] = {
@@ -556,6 +557,9 @@ def _new_offsets(args: argparse.Namespace, admin: AdminClient, tps: list[TP],
     return _clamp(requested, offsets(OffsetSpec.earliest()), offsets(OffsetSpec.latest()))
 
 
+RESET_CHUNK = 1000  # partitions per OffsetCommit of reset-offsets --execute
+
+
 def reset_offsets(args: argparse.Namespace) -> int:
     group = args.group
     admin, md = connect_admin(args.bootstrap_server)
@@ -569,20 +573,29 @@ def reset_offsets(args: argparse.Namespace) -> int:
     new = _new_offsets(args, admin, tps, committed)
 
     if args.execute and tps:
-        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, new[(t, p)])
-                                                    for t, p in tps])]
-        try:
-            res = admin_result(admin.alter_consumer_group_offsets(
-                req, request_timeout=REQUEST_TIMEOUT_S)[group])
-        except KafkaException as e:
-            if is_unreachable(e):
-                raise
-            raise CliError(f"cannot reset the offsets of group '{group}': {_message(e)}") from None
-        bad = [tp for tp in res.topic_partitions or [] if tp.error is not None]
-        if bad:
-            tp = bad[0]
-            raise CliError(f"cannot reset the offset of {tp.topic}/{tp.partition} for group "
-                           f"'{group}': {_message(KafkaException(tp.error))}")
+        # committed RESET_CHUNK partitions per request, with progress (samsa/cli/progress.py)
+        bar = Progress(f"resetting offsets of {group}", total=len(tps), unit="partitions")
+        for i in range(0, len(tps), RESET_CHUNK):
+            chunk = tps[i:i + RESET_CHUNK]
+            req = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, new[(t, p)])
+                                                        for t, p in chunk])]
+            try:
+                res = admin_result(admin.alter_consumer_group_offsets(
+                    req, request_timeout=REQUEST_TIMEOUT_S)[group])
+            except KafkaException as e:
+                bar.finish()
+                if is_unreachable(e):
+                    raise
+                raise CliError(f"cannot reset the offsets of group '{group}': "
+                               f"{_message(e)}") from None
+            bad = [tp for tp in res.topic_partitions or [] if tp.error is not None]
+            if bad:
+                bar.finish()
+                tp = bad[0]
+                raise CliError(f"cannot reset the offset of {tp.topic}/{tp.partition} for group "
+                               f"'{group}': {_message(KafkaException(tp.error))}")
+            bar.update(i + len(chunk))
+        bar.finish()
     elif not args.execute and not args.dry_run:
         print("WARN: No action will be performed as the --execute option is missing. Add --execute "
               "to commit the new offsets (or --dry-run to just show them).", file=sys.stderr)

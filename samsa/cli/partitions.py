@@ -7,7 +7,6 @@ for the current layout and IncrementalAlterConfigs for throttles."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _reassign as R
 from ._common import CliError, UsageError, add_bootstrap, guarded
+from .progress import Progress
 
 if TYPE_CHECKING:
     from ._wire import Node, WireClient
@@ -420,41 +420,28 @@ def states_text(states: Mapping[R.TopicPartition, PartitionState]) -> str:
     return "\n".join(lines)
 
 
-def _progress(done: int, total: int, elapsed: float, tty: bool) -> None:
-    width = 30
-    filled = width * done // total if total else width
-    line = f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} partitions reassigned " \
-           f"({elapsed:.0f} s)"
-    if tty:
-        print(f"\r{line}", end="", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr, flush=True)
-
-
 def verify(client: WireClient, targets: Sequence[tuple[R.TopicPartition, list[int]]],
            preserve: bool, wait_s: float | None) -> int:
     states, ongoing = reassignment_states(client, targets)
     if wait_s is not None:
-        tty = sys.stderr.isatty()
+        # a bar on a terminal, a line per change otherwise (samsa/cli/progress.py)
+        bar = Progress("", total=len(states), unit="partitions reassigned")
         start = time.monotonic()
         shown = -1
         while True:
             done = sum(1 for s in states.values() if s.done)
-            if done != shown or tty:
-                _progress(done, len(states), time.monotonic() - start, tty)
-                shown = done
+            bar.update(done, force=done != shown)
+            shown = done
             if done == len(states):
                 break
             if time.monotonic() - start > wait_s:
-                if tty:
-                    print(file=sys.stderr)
+                bar.finish()
                 print(states_text(states))
                 raise CliError(f"the reassignment is not done after {wait_s:g} s "
                                f"({done} of {len(states)} partitions)")
             time.sleep(WAIT_POLL_S)
             states, ongoing = reassignment_states(client, targets)
-        if tty:
-            print(file=sys.stderr)
+        bar.finish()
     print(states_text(states))
     if not ongoing and not preserve:
         clear_throttles(client, targets, live_brokers(client))

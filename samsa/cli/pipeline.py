@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ._common import CliError, UsageError, guarded
 from .demo import DATA_DIR, DEFAULT_PORT, HOST, BrokerProcess, _say, _step, free_port, port_is_free
+from .progress import Progress
 
 if TYPE_CHECKING:
     from samsa.pipeline.events import Event
@@ -141,12 +142,14 @@ def run(args: argparse.Namespace) -> int:
         _step(f"5. Generator: {args.events} events over {args.seconds:.0f} s, keyed by order id, "
               f"event times from {wh.to_ts(start_ms)} UTC over {args.minutes} simulated minutes, "
               f"~{ev.LATE_SHARE:.0%} up to {ev.MAX_LATENESS_MS // 60_000} min late (out of order).")
-        quarter = max(1, args.events // 4)
+        # a bar on a terminal, a line every few seconds otherwise (samsa/cli/progress.py)
+        bar = Progress("     generator |", total=args.events, unit="events produced")
         produced = ev.generate(bs, registry, args.events, start_ms=start_ms,
                                span_ms=args.minutes * ev.MINUTE_MS, seconds=args.seconds,
                                order_prefix=f"o{start_ms // ev.MINUTE_MS}",
-                               progress=lambda i: _say(f"     generator | {i} events produced")
-                               if i % quarter == 0 else None)
+                               progress=bar.update)
+        bar.update(produced.count)
+        bar.finish()
         ends = ev.end_offsets(bs)
         driver.done_file.write_text(json.dumps({f"{ev.TOPIC}/{p}": e for p, e in ends.items()}))
         _step(f"   Produced {produced.count} events in {produced.seconds:.1f} s ({produced.late} late); "

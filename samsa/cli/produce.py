@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -26,10 +28,12 @@ from ._common import (
     position,
 )
 from ._console import READER_PROPERTIES, InputError, LineFormat, split_properties
+from .progress import Progress
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
 MESSAGE_TIMEOUT_MS = 30000
+PROGRESS_EVERY = 1024  # lines between progress updates
 
 
 def header(text: str) -> tuple[str, str | None]:
@@ -142,10 +146,23 @@ def _lines(stream: BinaryIO) -> Iterable[bytes]:
         yield raw
 
 
+def _input_size() -> int | None:
+    """Bytes of stdin when it is a regular file (`samsa produce t < big.txt`), for the progress."""
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) and st.st_size > 0 else None
+
+
 def _send_lines(producer: Producer, topic: str, reader: LineFormat,
                 fixed_headers: list[tuple[str, bytes | None]], kwargs: dict[str, Any],
-                stats: DeliveryStats, sync: bool = False) -> None:
+                stats: DeliveryStats, sync: bool = False, progress: Progress | None = None) -> None:
+    read = 0  # input bytes so far (progress only: updated every PROGRESS_EVERY lines)
     for lineno, line in enumerate(_lines(sys.stdin.buffer), 1):
+        read += len(line) + 1
+        if progress is not None and lineno % PROGRESS_EVERY == 0:
+            progress.update(read, f"{stats.total_delivered:,} acknowledged")
         key, value, parsed = reader.parse(line, lineno)
         headers: list[tuple[str, str | bytes | None]] = [*parsed, *fixed_headers]
         stats.sent += 1
@@ -213,13 +230,18 @@ def run(args: argparse.Namespace) -> int:
     if args.partition is not None:
         kwargs["partition"] = args.partition
     input_error: str | None = None
+    progress = Progress(f"producing to {topic}", total=_input_size(), unit="bytes")
+    if sys.stdin.isatty():
+        progress.enabled = False  # typed lines: no bar over them
     try:
-        _send_lines(producer, topic, reader, fixed, kwargs, stats, args.sync)
+        _send_lines(producer, topic, reader, fixed, kwargs, stats, args.sync, progress)
     except InputError as e:
         input_error = str(e)
     except KeyboardInterrupt:
         pass  # Ctrl-C ends the input like Ctrl-D: deliver what was read, then stop
     remaining = _flush(producer, MESSAGE_TIMEOUT_MS / 1000 + 5)
+    progress.update(progress.total or progress.done, f"{stats.total_delivered:,} acknowledged")
+    progress.finish()
     per_partition = ", ".join(f"partition {p}: {n}" for p, n in sorted(stats.delivered.items()))
     summary = f"Produced {stats.total_delivered} message(s) to topic {topic}"
     print(summary + (f" ({per_partition})" if per_partition else "") + ".", file=sys.stderr)

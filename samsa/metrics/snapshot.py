@@ -90,9 +90,7 @@ def _topic_families(topics: dict[str, TopicStats], gone: TopicStats) -> list[Fam
 def _request_families(broker: Broker) -> list[Family]:
     reqs = Family("kafka_network_requestmetrics_requests", "counter",
                   "Requests received, per request type and version (RequestsPerSec).")
-    hists = [Family(f"kafka_network_requestmetrics_{t}", "histogram",
-                    f"{t[:-6]} time of requests in milliseconds, per request type ({t[:-2]}Ms)")
-             for t in TIMES]
+    hists = [Family(f"kafka_network_requestmetrics_{t}", "histogram", _TIME_HELP[t]) for t in TIMES]
     for name, r in sorted(broker.metrics.requests.items()):
         for version, n in sorted(r.versions.items()):
             reqs.add(n, "_total", request=name, version=str(version))
@@ -109,6 +107,17 @@ def _request_families(broker: Broker) -> list[Family]:
                    "Requests read and not yet answered (queued.max.requests counts these).")
     queue.add(broker.network_limits.in_flight)
     return [reqs, *hists, queue]
+
+
+_TIME_HELP = {
+    "requestqueuetimems": "Milliseconds from a request's bytes arriving to its handler starting, per "
+                          "request type (RequestQueueTimeMs).",
+    "localtimems": "Milliseconds of a request's handler work on the event loop (LocalTimeMs).",
+    "remotetimems": "Milliseconds a request waited after that: followers, a flush, a long poll "
+                    "(RemoteTimeMs).",
+    "totaltimems": "Milliseconds from a request's bytes arriving to its answer being ready "
+                   "(TotalTimeMs).",
+}
 
 
 def _le(bound: float) -> str:

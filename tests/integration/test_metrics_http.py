@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -107,6 +108,17 @@ def test_counters_equal_the_workload(broker: SamsaBroker) -> None:
 
 
 def test_request_counts_are_exact_and_histograms_name_the_types(broker: SamsaBroker) -> None:
+    topic = "metrics-requests"
+    _create(broker, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce(topic, value=b"one")
+    assert p.flush(20) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "metrics-req"})
+    c.assign([TopicPartition(topic, 0, 0)])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not c.consume(1, 0.5):
+        pass
+    c.close()
     before = scrape(broker)
     w = Wire(broker.bootstrap)
     try:
@@ -127,7 +139,7 @@ def test_request_counts_are_exact_and_histograms_name_the_types(broker: SamsaBro
     assert delta("kafka_network_requestmetrics_requests_total", request="Metadata",
                  version="12") == 2
     assert delta("kafka_network_requestmetrics_totaltimems_count", request="ApiVersions") == 3
-    # the earlier produce/consume workload shows up per request type, each time as a histogram
+    # the produce/consume above shows up per request type, each time as a histogram
     for request in ("Produce", "Fetch", "FetchConsumer", "Metadata", "ApiVersions"):
         for t in ("totaltimems", "localtimems", "remotetimems", "requestqueuetimems"):
             count = value(after, f"kafka_network_requestmetrics_{t}_count", request=request)
@@ -203,3 +215,95 @@ def test_non_http_bytes_do_not_hurt_the_broker(broker: SamsaBroker) -> None:
                                  "client_software_version": "1"}).error_code == 0
     finally:
         w.close()
+
+
+def dashboard_metrics() -> set[str]:
+    """Metric names the Grafana dashboard in docs/ queries."""
+    import json
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "samsa-overview.json"
+    dash = json.loads(path.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert len(exprs) >= 20
+    return {m for e in exprs for m in re.findall(r"\b((?:kafka|process)_[a-z_]+)\b", e)}
+
+
+def test_the_grafana_dashboard_queries_served_metrics(broker: SamsaBroker) -> None:
+    """Every family is served (with HELP/TYPE) even before it has samples."""
+    import re
+
+    r = httpx.get(broker.admin_url + "/metrics", timeout=30)
+    families = {fam.name for fam in text_string_to_metric_families(r.text)}
+    wanted = {m for m in dashboard_metrics()
+              if not m.startswith(("kafka_schema_registry_", "kafka_connect_"))}
+    assert len(wanted) >= 20
+    missing = {m for m in wanted
+               if m not in families and re.sub(r"_(bucket|sum|count|total)$", "", m) not in families}
+    assert missing == set()
+
+
+def test_serve_prints_the_admin_listener(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from samsa.testing import free_port, terminate
+
+    port, admin = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
+    proc = subprocess.Popen([sys.executable, "-m", "samsa.cli.main", "serve", "--listeners",
+                             f"PLAINTEXT://127.0.0.1:{port}", "--log-dirs", str(tmp_path / "d"),
+                             "--override", f"admin.http.listeners=http://127.0.0.1:{admin}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for _ in range(20):  # the broker prints a few lines at start-up
+            line = proc.stdout.readline().decode()
+            lines.append(line)
+            if "admin HTTP listener" in line or not line:
+                break
+        assert f"samsa: admin HTTP listener on http://127.0.0.1:{admin} " in lines[-1], lines
+        assert httpx.get(f"http://127.0.0.1:{admin}/health/ready").status_code == 200
+    finally:
+        terminate(proc)
+
+
+def test_scrapes_answer_while_the_broker_is_loaded(broker: SamsaBroker) -> None:
+    """Producers keep the broker busy while /metrics and /health are asked for: every scrape
+    answers and parses, and the broker's count of the workload is exact afterwards."""
+    import threading
+
+    topic = "metrics-load"
+    _create(broker, topic)
+    stop = threading.Event()
+    sent = [0, 0]
+
+    def produce(slot: int) -> None:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2})
+        n = 0
+        while not stop.is_set() and n < 200_000:
+            try:
+                p.produce(topic, value=b"x" * 100)
+                n += 1
+            except BufferError:
+                p.poll(0.05)
+        assert p.flush(30) == 0
+        sent[slot] = n
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(10):
+            assert httpx.get(broker.admin_url + "/health/ready", timeout=10).status_code == 200
+            scrape(broker)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert sum(sent) > 0
+    after = scrape(broker)
+    assert value(after, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == sum(sent)

@@ -133,8 +133,10 @@ class _Config:
 
 def _stub_broker() -> Any:
     from samsa.broker.server import NetworkLimits
+    from samsa.metrics.counters import BrokerMetrics
     return SimpleNamespace(config=_Config(), connections=set(), handlers={},
-                           network_limits=NetworkLimits(1 << 20, 500, 256, 1 << 30, 1 << 30))
+                           network_limits=NetworkLimits(1 << 20, 500, 256, 1 << 30, 1 << 30),
+                           metrics=BrokerMetrics())
 
 
 def _run(loop_factory: Callable[[], asyncio.AbstractEventLoop], coro: Any) -> Any:

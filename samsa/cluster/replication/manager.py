@@ -167,7 +167,9 @@ class ReplicaManager:
     def _lead(self, tp: TP, st: PartitionState, lg: PartitionLog, now: int) -> None:
         lead = self.leaders.get(tp)
         if lead is not None and lead.log is lg and lead.state.leader_epoch == st.leader_epoch:
+            was = len(lead.state.isr)
             lead.state.update(st.replicas, st.isr, st.partition_epoch, now)
+            self._count_isr_change(was, len(lead.state.isr))  # ops-metrics
             self._hw_mode(lead)
             self._advance(lead)
             return
@@ -185,6 +187,15 @@ class ReplicaManager:
         log.info("%s-%d: leader at epoch %d (ISR %s, log end %d, high watermark %d)", tp[0],
                  tp[1], st.leader_epoch, list(st.isr), leo, lg.high_watermark)
         self._notify(tp[0], tp[1], st.leader_epoch, True)
+
+    def _count_isr_change(self, was: int, now: int) -> None:
+        """kafka_server_replicamanager_isrshrinks/isrexpands_total: ISR changes of partitions
+        led here, whether this leader asked for them (AlterPartition) or the image brought them
+        (counted once: the second path sees the ISR already changed)."""
+        if now < was:
+            self.isr_shrinks += 1
+        elif now > was:
+            self.isr_expands += 1
 
     def _stop_leading(self, tp: TP, new_epoch: int) -> None:
         lead = self.leaders.pop(tp, None)
@@ -419,11 +430,9 @@ class ReplicaManager:
             if self.leaders.get(tp) is not lead or lead.state.pending is not change:
                 return  # the image moved on meanwhile
             if code == Err.NONE and new is not None:
-                # ops-metrics: kafka_server_replicamanager_isrshrinks/isrexpands_total
-                grew = len(new.isr) - len(lead.state.isr)
-                self.isr_expands += grew > 0
-                self.isr_shrinks += grew < 0
+                was = len(lead.state.isr)
                 lead.state.change_done(change, tuple(new.isr), new.partition_epoch)
+                self._count_isr_change(was, len(lead.state.isr))  # ops-metrics
             elif code in (Err.INELIGIBLE_REPLICA, Err.OPERATION_NOT_ATTEMPTED):
                 log.info("%s-%d: AlterPartition to ISR %s answered %s", tp[0], tp[1],
                          list(change.isr), Err.name_of(code))
