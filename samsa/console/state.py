@@ -5,9 +5,11 @@ broker's ACLs apply to what they see and do."""
 
 from __future__ import annotations
 
+import importlib
 import secrets
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,19 @@ class Session:
     cluster: Cluster
     created: float
     producer: Producer | None = None
+
+
+def librdkafka(props: dict[str, str]) -> dict[str, Any]:
+    """Java client properties (sasl.jaas.config, PEM stores...) as librdkafka settings: the
+    project's translation when it is there (samsa.client_security), else JAAS credentials only."""
+    convert: Callable[[dict[str, str]], Mapping[str, Any]]
+    try:
+        convert = importlib.import_module("samsa.client_security").librdkafka_config
+    except ImportError:
+        from samsa.cli.users import librdkafka_properties
+
+        convert = librdkafka_properties
+    return dict(convert(props))
 
 
 class ConsoleState:
@@ -67,7 +82,12 @@ class ConsoleState:
         return self._registry_now()[1]
 
     def base_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.ctx.bootstrap, **self.ctx.client_config}
+        """librdkafka settings from the context's Kafka (Java-named) client properties."""
+        try:
+            client = librdkafka(self.ctx.client_config)
+        except ValueError as e:
+            raise ConsoleError(f"the console's client settings are not usable: {e}", 500) from None
+        return {"bootstrap.servers": self.ctx.bootstrap, **client}
 
     def shared(self) -> Session:
         with self._lock:
