@@ -320,6 +320,39 @@ class Cluster:
                  "permission": _name(b.permission_type), "resourceType": _name(b.restype),
                  "name": b.name, "pattern": _name(b.resource_pattern_type)} for b in res]
 
+    def change_acl(self, add: bool, a: dict[str, str]) -> None:
+        """Create one ACL binding, or delete exactly the one matching `a` (CreateAcls/DeleteAcls)."""
+        from confluent_kafka.admin import (
+            AclBinding,
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+        )
+
+        try:
+            rtype = ResourceType[a["resourceType"].upper()]
+            op = AclOperation[a["operation"].upper()]
+            perm = AclPermissionType[a["permission"].upper()]
+            pattern = ResourcePatternType[a.get("pattern", "LITERAL").upper()]
+        except KeyError as e:
+            raise ConsoleError(f"unknown ACL value {e}") from None
+        principal, host, name = a.get("principal", ""), a.get("host") or "*", a.get("name", "")
+        if not principal.startswith("User:") or not name:
+            raise ConsoleError("an ACL needs a principal (User:name) and a resource name")
+        cls: Any = AclBinding if add else AclBindingFilter
+        binding: Any = cls(rtype, name, pattern, principal, host, op, perm)
+        futs: dict[Any, Any]
+        try:
+            if add:
+                futs = self.admin.create_acls([binding], request_timeout=TIMEOUT_S)
+            else:
+                futs = self.admin.delete_acls([binding], request_timeout=TIMEOUT_S)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise ConsoleError(f"bad ACL: {describe(e)}") from None
+        for fut in futs.values():
+            wait(fut, "cannot create the ACL" if add else "cannot delete the ACL")
+
     def may_describe_cluster(self) -> bool:
         """Whether this principal holds DESCRIBE on the cluster (DescribeCluster's authorized
         operations). Asked before the ACL and user listings, which need it: confluent-kafka

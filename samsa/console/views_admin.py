@@ -112,9 +112,11 @@ def security(req: Req) -> Response:
         raise ConsoleError("cannot list ACLs and users: this principal lacks DESCRIBE on the cluster",
                            403)
     else:
-        acl_html = h.table(["principal", "host", "operation", "permission", "resource", "name", "pattern"],
-                           [[a["principal"], a["host"], a["operation"], a["permission"],
-                             a["resourceType"], a["name"], a["pattern"]] for a in acls], empty="no ACLs")
+        header = ["principal", "host", "operation", "permission", "resource", "name", "pattern", ""]
+        acl_html = h.table(header,
+                           [[h.e(a["principal"]), h.e(a["host"]), h.e(a["operation"]), h.e(a["permission"]),
+                             h.e(a["resourceType"]), h.e(a["name"]), h.e(a["pattern"]), _remove_form(a)]
+                            for a in acls], raw=True, empty="no ACLs") + _add_acl_form()
     try:
         users = c.users()
         user_html = h.table(["user", "SCRAM credentials"], [[x["user"], x["mechanisms"]] for x in users],
@@ -125,6 +127,41 @@ def security(req: Req) -> Response:
                     "/security")
 
 
+ACL_FIELDS = ("principal", "host", "operation", "permission", "resourceType", "name", "pattern")
+
+
+def _remove_form(a: dict[str, str]) -> str:
+    hidden = "".join(f'<input type="hidden" name="{k}" value="{h.e(a[k])}">' for k in ACL_FIELDS)
+    return h.form("/security/acls/delete", hidden + '<button class="danger">Remove</button>',
+                  confirm=f"Remove this ACL of {a['principal']}?")
+
+
+def _add_acl_form() -> str:
+    ops = ["READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+           "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALL"]
+    return ("<h3>Add an ACL</h3>" + h.form(
+        "/security/acls",
+        h.field("Principal", "principal", "User:", attrs="required")
+        + h.field("Host", "host", "*")
+        + h.select("Operation", "operation", [(o, o) for o in ops], "READ")
+        + h.select("Permission", "permission", [("ALLOW", "ALLOW"), ("DENY", "DENY")], "ALLOW")
+        + h.select("Resource", "resourceType", [(r, r.lower()) for r in
+                                                ("TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID")], "TOPIC")
+        + h.field("Name", "name", attrs="required")
+        + h.select("Pattern", "pattern", [("LITERAL", "literal"), ("PREFIXED", "prefixed")], "LITERAL")
+        + "<button>Add ACL</button>", cls="add-acl"))
+
+
+def add_acl(req: Req) -> Response:
+    req.session.cluster.change_acl(True, req.form)
+    return redirect("/security", f"ACL added for {req.form.get('principal')}")
+
+
+def remove_acl(req: Req) -> Response:
+    req.session.cluster.change_acl(False, req.form)
+    return redirect("/security", f"ACL removed for {req.form.get('principal')}")
+
+
 def routes(state: ConsoleState) -> list[Any]:
     return [
         Route("/connect", view(state, connectors)),
@@ -132,4 +169,6 @@ def routes(state: ConsoleState) -> list[Any]:
         Route("/connect/{name}", view(state, connector)),
         Route("/connect/{name}/{action}", view(state, connector_action), methods=["POST"]),
         Route("/security", view(state, security)),
+        Route("/security/acls", view(state, add_acl), methods=["POST"]),
+        Route("/security/acls/delete", view(state, remove_acl), methods=["POST"]),
     ]

@@ -84,5 +84,19 @@ def test_each_user_sees_what_their_acls_allow(secured: str) -> None:
     r = alice.get("/security")  # alice may not describe the cluster's ACLs
     assert r.status_code == 403 and "cannot list ACLs" in r.text
 
+    # admin grants alice DESCRIBE on secret-orders from the console; alice then sees it
+    acl = {"principal": "User:alice", "host": "*", "operation": "DESCRIBE", "permission": "ALLOW",
+           "resourceType": "TOPIC", "name": "secret-orders", "pattern": "LITERAL"}
+    r = admin.post("/security/acls", data=acl)
+    assert r.status_code == 303, r.text[-500:]
+    assert "secret-orders" in alice.get("/topics").text
+    r = alice.post("/security/acls", data={**acl, "name": "public-news", "operation": "ALL"})
+    assert r.status_code == 403 and "cannot create the ACL" in r.text  # alice may not alter ACLs
+    r = admin.post("/security/acls/delete", data=acl)
+    assert r.status_code == 303
+    assert "secret-orders" not in alice.get("/topics").text
+    r = admin.post("/security/acls", data={**acl, "operation": "FLY"})
+    assert r.status_code == 400 and "unknown ACL value" in r.text
+
     alice.get("/logout")
     assert alice.get("/topics").status_code == 303  # the session is gone
