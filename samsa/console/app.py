@@ -21,7 +21,7 @@ from . import views_admin, views_groups, views_messages, views_schemas, views_to
 from .cluster import ConsoleError
 from .context import Live
 from .state import COOKIE, SESSION_TTL_S, ConsoleState
-from .web import error_page
+from .web import cross_site, error_page
 
 STATIC = Path(__file__).with_name("static")
 
@@ -48,6 +48,8 @@ def build_console(ctx: Any) -> Starlette:
             if not state.login_required:
                 return RedirectResponse("/", status_code=303)
             return _login_page(_safe_next(request.query_params.get("next", "/")))
+        if cross_site(request):
+            return error_page("Not allowed", "a form from another site cannot sign in here", 403)
         body = (await request.body())[:65536]
         form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
         nxt = _safe_next(form.get("next", "/"))

@@ -63,12 +63,26 @@ def error_page(title: str, message: str, status: int, user: str | None = None) -
 View = Callable[[Req], Response]
 
 
+def cross_site(request: Request) -> bool:
+    """A POST another site's page made the browser send (its Origin is not this console): refused,
+    so a page elsewhere cannot delete a topic through a console on localhost. Clients that send no
+    Origin (curl, scripts) are not browsers acting for another site."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return False
+    host = request.headers.get("host", "")
+    return origin == "null" or urllib.parse.urlsplit(origin).netloc != host
+
+
 def view(state: ConsoleState, fn: View) -> Callable[[Request], Any]:
     async def endpoint(request: Request) -> Response:
         session = state.session(request.cookies.get(COOKIE))
         if session is None:
             return RedirectResponse("/login?" + h.qs(next=request.url.path), status_code=303)
         form: dict[str, str] = {}
+        if request.method == "POST" and cross_site(request):
+            return error_page("Not allowed", "a form from another site cannot change this cluster", 403,
+                              session.user)
         if request.method == "POST":
             body = await request.body()
             if len(body) > MAX_FORM_BYTES:

@@ -107,6 +107,17 @@ def test_bad_forms(http: httpx.Client) -> None:
     _clear(http.get(f"/topics/{TOPIC}"), 200, "partitions")
 
 
+def test_forms_from_other_sites_are_refused(http: httpx.Client) -> None:
+    evil = {"Origin": "http://evil.example"}
+    _clear(http.post(f"/topics/{TOPIC}/delete", data={"confirm": TOPIC}, headers=evil), 403,
+           "another site")
+    _clear(http.post(f"/topics/{TOPIC}/delete", data={"confirm": TOPIC}, headers={"Origin": "null"}), 403)
+    _clear(http.get(f"/topics/{TOPIC}"), 200, "partitions")  # still there
+    same = {"Origin": str(http.base_url).rstrip("/")}
+    _clear(http.post("/topics", data={"name": "same-origin", "partitions": "1"}, headers=same,
+                     follow_redirects=True), 200, "created topic same-origin")
+
+
 def test_undecodable_records_are_shown_not_fatal(http: httpx.Client, stack: dict[str, Any]) -> None:
     reg = httpx.post(stack["registry"] + "/subjects/undecodable-value/versions",
                      json={"schema": PROTO, "schemaType": "PROTOBUF"}, timeout=30)

@@ -78,7 +78,9 @@ def _submit(driver: Any, form_css: str, button_text: str | None = None) -> None:
     buttons = form.find_elements(By.TAG_NAME, "button")
     button = next(b for b in buttons if button_text is None or b.text == button_text)
     old = driver.find_element(By.TAG_NAME, "html")
-    button.click()
+    # a scripted click: a native one can race the page's 2 s refresh of its live region
+    # (chromedriver then loses the node: "Node with given id does not belong to the document")
+    driver.execute_script("arguments[0].click()", button)
     from selenium.webdriver.support import expected_conditions as ec
 
     _wait(driver, ec.staleness_of(old), f"submit-{button_text}")
