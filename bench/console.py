@@ -99,11 +99,61 @@ def wait_http(url: str, timeout: float = 30) -> None:
     raise RuntimeError(f"{url} did not answer")
 
 
+def big_topic_pages(bs: str, console: str, records: int) -> list[str]:
+    """How long the message browser's pages take on a topic of `records` records (3 partitions,
+    100-byte values): median of 5 requests each."""
+    import httpx
+
+    topic = "bench-console-big"
+    admin = AdminClient({"bootstrap.servers": bs})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 20, "batch.size": 1 << 20,
+                  "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
+    t_mid = 0
+    for i in range(records):
+        if i == records // 2:
+            t_mid = int(time.time() * 1000)
+        while True:
+            try:
+                p.produce(topic, key=str(i).encode(), value=b"v%09d" % i + b"." * 90, partition=i % 3)
+                break
+            except BufferError:
+                p.poll(0.01)
+    if p.flush(300):
+        raise RuntimeError("big topic not fully produced")
+    pages = [("topic list", "/topics"), ("topic page", f"/topics/{topic}"),
+             ("newest 50", f"/topics/{topic}/messages"),
+             ("from the beginning, 50", f"/topics/{topic}/messages?mode=beginning"),
+             ("from offset (middle), partition 1", f"/topics/{topic}/messages?mode=offset&value="
+                                                   f"{records // 6}&partition=1"),
+             ("from a time (middle)", f"/topics/{topic}/messages?mode=timestamp&value={t_mid}"),
+             ("search, no match (bounded scan)", f"/topics/{topic}/messages?mode=beginning&search=zzz"),
+             ("search, match near the end", f"/topics/{topic}/messages?mode=offset&value="
+                                            f"{records // 3 - 2000}&search=v{records - 3:09d}")]
+    rows = [f"Message browser on a topic of {records:,} records (3 partitions, 100 B values), "
+            "served by the broker's admin listener: median of 5 requests", "",
+            "| page | median ms | max ms |", "|---|---:|---:|"]
+    with httpx.Client(base_url=console, timeout=60) as client:
+        for name, path in pages:
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                r = client.get(path)
+                times.append((time.perf_counter() - t0) * 1000)
+                if r.status_code != 200:
+                    raise RuntimeError(f"{path}: HTTP {r.status_code}")
+            rows.append(f"| {name} | {statistics.median(times):.0f} | {max(times):.0f} |")
+            print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--big-records", type=int, default=1_000_000,
+                    help="records of the big topic whose pages are timed (0: skip)")
     ap.add_argument("--out", default="bench/results/console-latest.md")
     args = ap.parse_args()
     modes = ["off", "thread", "process"]
@@ -121,6 +171,7 @@ def main() -> None:
         consoles = {"thread": b.admin_url, "process": f"http://127.0.0.1:{port}"}
         driver = browser()
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        big: list[str] = []
         try:
             wait_http(consoles["process"] + "/")
             for rnd in range(args.rounds):
@@ -143,6 +194,8 @@ def main() -> None:
                     print(f"round {rnd + 1} {mode:<8} {rate:7.1f} MB/s  broker CPU "
                           f"{cpu_mb[mode][-1] * 1000:.1f} ms/MB  {tails[mode][-1] if mode != 'off' else ''}",
                           file=sys.stderr, flush=True)
+            if args.big_records:
+                big = big_topic_pages(b.bootstrap, b.admin_url, args.big_records)
         finally:
             driver.quit()
             standalone.terminate()
@@ -160,6 +213,8 @@ def main() -> None:
                      f"{', '.join(f'{x:.1f}' for x in mb_s[m])} |")
     lines += ["", "Tail status after each run: "
               + "; ".join(f"{m}: {' / '.join(tails[m])}" for m in ("thread", "process"))]
+    if big:
+        lines += [""] + big
     text = "\n".join(lines)
     print("\n" + text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

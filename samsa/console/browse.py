@@ -164,7 +164,7 @@ def read_page(cluster: Cluster, codec: Codec, q: Query) -> Page:
         deadline = time.monotonic() + READ_BUDGET_S
         while todo and len(page.records) < q.limit and page.scanned < MAX_SCAN \
                 and time.monotonic() < deadline:
-            for msg in c.consume(500, 0.2):
+            for msg in c.consume(500, 0.05):
                 err = msg.error()
                 tp = (msg.topic(), msg.partition())
                 if err is not None:
