@@ -1,10 +1,12 @@
 """Produce throughput with the web console open and a browser tailing the topic, against the same
 broker with no browser, in the same run (issue 18: within 5 %).
 
-One Samsa broker (its admin HTTP listener serves the console in its own thread). Rounds rotate
-three modes on fresh topics: `off` (no browser), `thread` (headless Chromium on the broker's
-console, live tail on the topic being produced) and `process` (the same page served by
-`python -m samsa.console` in a process of its own). Each run produces `--records` records of
+One Samsa broker (its admin HTTP listener serves the console in its own thread). First a
+big topic (`--big-records`, 3 partitions) is written and the browser's pages on it are timed. Then
+rounds rotate five modes on fresh topics: `off` (no browser), `thread-tail` (headless Chromium on
+the broker's console, live tail on the topic being produced), `process-tail` (the same page served
+by `python -m samsa.console` in a process of its own), and `thread-search` / `process-search` (a
+user running bounded searches on the big topic in a loop). Each run produces `--records` records of
 `--size` bytes with confluent-kafka (acks=1, one partition). Reported: median MB/s per mode, the
 ratio to `off`, the broker's CPU seconds per MB, and what the tail showed (records shown /
 skipped), which proves it was live during the run.
@@ -147,19 +149,56 @@ def big_topic_pages(bs: str, console: str, records: int) -> list[str]:
     return rows
 
 
+class Searcher:
+    """A user running bounded searches (no match: each scans up to the page's limits) on the big
+    topic in a loop, from a thread of this process, while a produce run is timed."""
+
+    def __init__(self, console: str, topic: str) -> None:
+        import threading
+
+        self.url = f"{console}/topics/{topic}/messages?mode=beginning&search=zzz"
+        self.stop = threading.Event()
+        self.count = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=60) as client:
+            while not self.stop.is_set():
+                client.get(self.url).raise_for_status()
+                self.count += 1
+
+    def __enter__(self) -> Searcher:
+        self.thread.start()
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+MODES = {"off": "no browser",
+         "thread-tail": "browser tailing, console in the broker's admin thread",
+         "process-tail": "browser tailing, console in its own process",
+         "thread-search": "searches in a loop, console in the broker's admin thread",
+         "process-search": "searches in a loop, console in its own process"}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--big-records", type=int, default=1_000_000,
-                    help="records of the big topic whose pages are timed (0: skip)")
+                    help="records of the big topic whose pages are timed and searched")
     ap.add_argument("--out", default="bench/results/console-latest.md")
     args = ap.parse_args()
-    modes = ["off", "thread", "process"]
+    modes = list(MODES)
     mb_s: dict[str, list[float]] = {m: [] for m in modes}
     cpu_mb: dict[str, list[float]] = {m: [] for m in modes}
-    tails: dict[str, list[str]] = {m: [] for m in modes}
+    notes: dict[str, list[str]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="samsa-bench-console-") as tmp, \
             SamsaBroker(Path(tmp) / "data") as b:
         assert b.proc is not None and b.admin_url
@@ -171,50 +210,51 @@ def main() -> None:
         consoles = {"thread": b.admin_url, "process": f"http://127.0.0.1:{port}"}
         driver = browser()
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        big: list[str] = []
         try:
             wait_http(consoles["process"] + "/")
+            big = big_topic_pages(b.bootstrap, b.admin_url, args.big_records)
             for rnd in range(args.rounds):
-                order = modes[rnd % 3:] + modes[:rnd % 3]
+                order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
                 for mode in order:
                     topic = f"bench-console-{mode}-{uuid.uuid4().hex[:6]}"
                     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-                    if mode != "off":
-                        open_tail(driver, consoles[mode], topic)
-                    else:
-                        driver.get("about:blank")
+                    where, _, action = mode.partition("-")
+                    driver.get("about:blank")
+                    if action == "tail":
+                        open_tail(driver, consoles[where], topic)
+                    searcher = Searcher(consoles[where], "bench-console-big") if action == "search" else None
                     cpu0 = cpu_seconds(b.proc.pid)
-                    rate = produce(b.bootstrap, topic, args.records, args.size)
+                    if searcher is not None:
+                        with searcher:
+                            rate = produce(b.bootstrap, topic, args.records, args.size)
+                        note = f"{searcher.count} searches"
+                    else:
+                        rate = produce(b.bootstrap, topic, args.records, args.size)
+                        note = ""
                     cpu = cpu_seconds(b.proc.pid) - cpu0
+                    if action == "tail":
+                        time.sleep(1.0)  # the tail's last tick
+                        note = tail_status(driver)
                     mb_s[mode].append(rate)
                     cpu_mb[mode].append(cpu / (args.records * args.size / 1e6))
-                    if mode != "off":
-                        time.sleep(1.0)  # the tail's last tick
-                        tails[mode].append(tail_status(driver))
-                    print(f"round {rnd + 1} {mode:<8} {rate:7.1f} MB/s  broker CPU "
-                          f"{cpu_mb[mode][-1] * 1000:.1f} ms/MB  {tails[mode][-1] if mode != 'off' else ''}",
-                          file=sys.stderr, flush=True)
-            if args.big_records:
-                big = big_topic_pages(b.bootstrap, b.admin_url, args.big_records)
+                    notes[mode].append(note)
+                    print(f"round {rnd + 1} {mode:<15} {rate:7.1f} MB/s  broker CPU "
+                          f"{cpu_mb[mode][-1] * 1000:.1f} ms/MB  {note}", file=sys.stderr, flush=True)
         finally:
             driver.quit()
             standalone.terminate()
             standalone.wait(10)
     med = {m: statistics.median(v) for m, v in mb_s.items()}
-    lines = [f"{args.records} records x {args.size} B per run, {args.rounds} rounds (medians), "
-             "confluent-kafka, acks=1, one partition; modes rotate within each round", "",
-             "| console | produce MB/s | vs no browser | broker CPU ms/MB | runs (MB/s) |",
+    lines = [f"{args.records} records x {args.size} B per produce run, {args.rounds} rounds (medians), "
+             "confluent-kafka, acks=1, one partition; the modes rotate within each round", "",
+             "| while producing | produce MB/s | vs no browser | broker CPU ms/MB | runs (MB/s) |",
              "|---|---:|---:|---:|---|"]
-    names = {"off": "no browser", "thread": "tailing, console in the broker's admin thread",
-             "process": "tailing, console in its own process"}
     for m in modes:
-        lines.append(f"| {names[m]} | {med[m]:.1f} | {med[m] / med['off']:.1%} | "
+        lines.append(f"| {MODES[m]} | {med[m]:.1f} | {med[m] / med['off']:.1%} | "
                      f"{statistics.median(cpu_mb[m]) * 1000:.1f} | "
                      f"{', '.join(f'{x:.1f}' for x in mb_s[m])} |")
-    lines += ["", "Tail status after each run: "
-              + "; ".join(f"{m}: {' / '.join(tails[m])}" for m in ("thread", "process"))]
-    if big:
-        lines += [""] + big
+    lines += ["", "During each run: " + "; ".join(f"{m}: {' / '.join(notes[m])}" for m in modes[1:])]
+    lines += [""] + big
     text = "\n".join(lines)
     print("\n" + text)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
