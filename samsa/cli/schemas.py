@@ -6,13 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import ssl
 import sys
 import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._common import CliError, UsageError, guarded
+from ._common import CliError, UsageError, guarded, key_value
+
+if TYPE_CHECKING:
+    from samsa.registry.client_config import RegistryClientSettings
 
 REGISTRY_ENV = "SAMSA_REGISTRY_URL"
 DEFAULT_URL = "http://127.0.0.1:8081"
@@ -23,8 +26,15 @@ _EXT_TYPES = {".avsc": "AVRO", ".avro": "AVRO", ".proto": "PROTOBUF", ".json": "
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("schemas", help="manage schemas in the schema registry",
                        description="Talk to a schema registry (Samsa's or any Confluent-compatible one).")
-    p.add_argument("--registry-url", default=os.environ.get(REGISTRY_ENV) or DEFAULT_URL,
-                   help=f"registry URL (default: ${REGISTRY_ENV} or {DEFAULT_URL})")
+    p.add_argument("--registry-url", default=None,
+                   help=f"registry URL (default: schema.registry.url of --command-config, "
+                        f"${REGISTRY_ENV} or {DEFAULT_URL})")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="registry client properties, Confluent's names: schema.registry.url, "
+                        "basic.auth.credentials.source, basic.auth.user.info, "
+                        "schema.registry.ssl.truststore.location, ...")
+    p.add_argument("--property", action="append", default=[], type=key_value, metavar="KEY=VALUE",
+                   help="a registry client property (as --command-config), repeatable")
     cmds = p.add_subparsers(dest="schemas_command", required=True)
 
     r = cmds.add_parser("register", help="register a schema under a subject; prints its id")
@@ -72,13 +82,29 @@ def _schema_args(p: argparse.ArgumentParser) -> None:
                    help="a schema reference, repeatable")
 
 
-def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
-    url = args.registry_url.rstrip("/") + path
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": CONTENT_TYPE, "Accept": CONTENT_TYPE})
+def _settings(args: argparse.Namespace) -> RegistryClientSettings:
+    from samsa.config import ConfigError, read_properties
+    from samsa.registry.client_config import RegistryClientSettings
+
     try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        props = read_properties(args.command_config) if args.command_config else {}
+    except (OSError, ConfigError) as e:
+        raise UsageError(f"cannot read --command-config: {e}") from None
+    props.update(dict(args.property))
+    url = (args.registry_url or props.get("schema.registry.url") or os.environ.get(REGISTRY_ENV)
+           or DEFAULT_URL)
+    try:
+        return RegistryClientSettings.parse(url, props)
+    except (ConfigError, ValueError) as e:
+        raise UsageError(f"bad registry client configuration: {e}") from None
+
+
+def _request(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
+    settings = _settings(args)
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with settings.open(method, path, data, {"Content-Type": CONTENT_TYPE,
+                                                "Accept": CONTENT_TYPE}) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as e:
         text = e.read().decode(errors="replace")
@@ -88,7 +114,9 @@ def _request(args: argparse.Namespace, method: str, path: str, body: Any = None)
         except (ValueError, AttributeError):
             raise CliError(f"HTTP {e.code}: {text[:200]}") from None
     except urllib.error.URLError as e:
-        raise CliError(f"cannot reach the schema registry at {args.registry_url} ({e.reason})") from None
+        raise CliError(f"cannot reach the schema registry at {settings.url} ({e.reason})") from None
+    except (OSError, ssl.SSLError) as e:
+        raise CliError(f"cannot reach the schema registry at {settings.url} ({e})") from None
     return json.loads(raw) if raw.strip() else None
 
 

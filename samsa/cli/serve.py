@@ -61,6 +61,7 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 async def _serve(config: BrokerConfig) -> None:
     from samsa.broker.broker import Broker
 
+    _check_registry(config)
     broker = Broker(config)
     await broker.start()
     loop = asyncio.get_running_loop()
@@ -69,8 +70,12 @@ async def _serve(config: BrokerConfig) -> None:
         loop.add_signal_handler(sig, stop.set)
     print(f"samsa: broker listening on {broker.host}:{broker.port}, data in "
           f"{','.join(str(d) for d in config.log_dirs)}", flush=True)
-    registry = await _start_registry(config, broker.host, broker.port)
-    registry_url = f"http://{registry.config.host_port[0]}:{registry.port}" if registry else None
+    try:
+        registry = await _start_registry(config, broker.host, broker.port)
+    except BaseException:  # e.g. a registry setting that cannot work: stop the broker cleanly
+        await broker.stop()
+        raise
+    registry_url = registry.url if registry else None
     connect = await _start_connect(config, broker.host, broker.port, registry_url)
     # ops-metrics: the admin HTTP listener (samsa/admin) and its view of the other services
     from samsa.admin.components import attach
@@ -87,21 +92,49 @@ async def _serve(config: BrokerConfig) -> None:
     await broker.stop()
 
 
+def _check_registry(config: BrokerConfig) -> None:
+    """The embedded registry's settings (users, key stores...) before the broker starts: a
+    setting that cannot work is a ConfigError naming it, not a broker started for nothing."""
+    if config.get_bool("schema.registry.enable"):
+        from samsa.registry.server import RegistryServer
+
+        RegistryServer(_registry_config(config, "127.0.0.1", 9092))
+
+
+def _registry_config(config: BrokerConfig, host: str, port: int) -> Any:
+    from samsa.registry.server import RegistryConfig
+
+    return RegistryConfig(
+        bootstrap=f"{host}:{port}",
+        listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
+        topic=config.get("schema.registry.topic") or "_schemas",
+        leader_url=config.get("schema.registry.leader.url") or None,
+        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper(),
+        props=registry_props(config))
+
+
 async def _start_registry(config: BrokerConfig, host: str, port: int) -> Any:
     """The schema registry in the broker's process and event loop, when enabled."""
     if not config.get_bool("schema.registry.enable"):
         return None
-    from samsa.registry.server import RegistryConfig, RegistryServer
+    from samsa.registry.server import RegistryServer
 
-    rc = RegistryConfig(bootstrap=f"{host}:{port}",
-                        listener=config.get("schema.registry.listeners") or "http://127.0.0.1:8081",
-                        topic=config.get("schema.registry.topic") or "_schemas",
-                        leader_url=config.get("schema.registry.leader.url") or None,
-                        compatibility=(config.get("schema.registry.compatibility") or "BACKWARD").upper())
-    registry = RegistryServer(rc)
+    registry = RegistryServer(_registry_config(config, host, port))
     await registry.start()
-    print(f"samsa: schema registry listening on http://{rc.host_port[0]}:{registry.port}", flush=True)
+    print(f"samsa: schema registry listening on {', '.join(registry.urls)}", flush=True)
     return registry
+
+
+REGISTRY_PREFIX = "schema.registry."
+_REGISTRY_OWN = ("enable", "listeners", "leader.url", "compatibility", "topic")
+
+
+def registry_props(config: BrokerConfig) -> dict[str, str]:
+    """The embedded registry's Confluent settings: schema.registry.<setting> (e.g.
+    schema.registry.authentication.method, schema.registry.ssl.keystore.location,
+    schema.registry.kafkastore.security.protocol), as connect.worker.<setting> for Connect."""
+    return {k[len(REGISTRY_PREFIX):]: v for k, v in config.values.items()
+            if k.startswith(REGISTRY_PREFIX) and k[len(REGISTRY_PREFIX):] not in _REGISTRY_OWN}
 
 
 CONNECT_PREFIX = "connect.worker."

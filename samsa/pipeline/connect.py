@@ -58,7 +58,7 @@ class ConnectProcess:
     is the worker's (the seeds' connector JSON names none; the connector's converters inherit it)."""
 
     def __init__(self, bootstrap: str, registry_url: str, work_dir: Path, port: int,
-                 connector: dict[str, str]) -> None:
+                 connector: dict[str, str], registry_props: dict[str, str] | None = None) -> None:
         self.dir = work_dir
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
@@ -70,6 +70,8 @@ class ConnectProcess:
                  "value.converter": "org.apache.kafka.connect.storage.StringConverter",
                  "key.converter.schema.registry.url": registry_url,
                  "value.converter.schema.registry.url": registry_url}
+        for k, v in (registry_props or {}).items():  # basic.auth.*, schema.registry.ssl.*
+            props[f"key.converter.{k}"] = props[f"value.converter.{k}"] = v
         (work_dir / "connect-worker.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (work_dir / f"{CONNECTOR}.json").write_text(json.dumps({"name": CONNECTOR, "config": connector},
                                                                  indent=2))

@@ -18,7 +18,8 @@ from pathlib import Path
 class SparkDriver:
     def __init__(self, bootstrap: str, registry: str, warehouse: str, work_dir: Path, *,
                  max_per_trigger: int = 10_000, trigger_ms: int = 1000,
-                 on_line: Callable[[str], None] | None = None, extra_args: tuple[str, ...] = ()) -> None:
+                 on_line: Callable[[str], None] | None = None, extra_args: tuple[str, ...] = (),
+                 registry_props: dict[str, str] | None = None) -> None:
         self.done_file = work_dir / "produced.json"
         self.checkpoint = work_dir / "checkpoint"
         self.log_path = work_dir / "spark-driver.log"
@@ -27,6 +28,8 @@ class SparkDriver:
                      "--registry", registry, "--warehouse", warehouse,
                      "--checkpoint", str(self.checkpoint), "--done-file", str(self.done_file),
                      "--max-per-trigger", str(max_per_trigger), "--trigger-ms", str(trigger_ms)]
+        for k, v in (registry_props or {}).items():  # registry credentials / TLS, Confluent names
+            self.argv += ["--registry-property", f"{k}={v}"]
         self.extra_args = extra_args  # e.g. the job's fault injection, for tests
         self.on_line = on_line
         self.lines: collections.deque[str] = collections.deque(maxlen=200)

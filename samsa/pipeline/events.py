@@ -54,17 +54,23 @@ def order_event_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("samsa.pipeline.OrderEvent"))
 
 
-def serializer(registry_url: str) -> ProtobufSerializer:
-    return ProtobufSerializer(order_event_class(), SchemaRegistryClient({"url": registry_url}),
+def registry_client(registry_url: str, props: dict[str, str] | None = None) -> SchemaRegistryClient:
+    """props: registry client settings by Confluent's names (basic.auth.*, schema.registry.ssl.*)."""
+    from samsa.registry.client_config import RegistryClientSettings
+    return SchemaRegistryClient(RegistryClientSettings.parse(registry_url, props).confluent_conf())
+
+
+def serializer(registry_url: str, props: dict[str, str] | None = None) -> ProtobufSerializer:
+    return ProtobufSerializer(order_event_class(), registry_client(registry_url, props),
                               {"use.deprecated.format": False})
 
 
-def register_schema(registry_url: str) -> int:
+def register_schema(registry_url: str, props: dict[str, str] | None = None) -> int:
     """Register OrderEvent under order-events-value (what the serializer does on its first
     record) so the Spark job can plan against the subject before any event exists; its id."""
-    ser = serializer(registry_url)
+    ser = serializer(registry_url, props)
     ser(order_event_class()(), SerializationContext(TOPIC, MessageField.VALUE))
-    sid = SchemaRegistryClient({"url": registry_url}).get_latest_version(SUBJECT).schema_id
+    sid = registry_client(registry_url, props).get_latest_version(SUBJECT).schema_id
     if sid is None:
         raise RuntimeError(f"the registry has no id for {SUBJECT}")
     return int(sid)
@@ -95,14 +101,15 @@ class Produced:
 
 def generate(bs: str, registry_url: str, n: int, *, start_ms: int, span_ms: int,
              seconds: float = 0.0, seed: int | None = None, order_prefix: str = "o",
-             progress: Callable[[int], None] | None = None) -> Produced:
+             progress: Callable[[int], None] | None = None,
+             registry_props: dict[str, str] | None = None) -> Produced:
     """Produce n OrderEvents keyed by order id whose event times walk through [start_ms,
     start_ms + span_ms) with jitter; LATE_SHARE of them arrive up to MAX_LATENESS_MS late (out of
     order). `seconds` spreads production over that much wall time (in 20 bursts) so a streaming
     job sees it arrive; 0 produces as fast as possible."""
     rng = random.Random(seed)
     cls = order_event_class()
-    ser = serializer(registry_url)
+    ser = serializer(registry_url, registry_props)
     ctx = SerializationContext(TOPIC, MessageField.VALUE)
     p = Producer({"bootstrap.servers": bs, "enable.idempotence": True, "linger.ms": 20,
                   "compression.type": "lz4"})

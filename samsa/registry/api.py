@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -58,8 +59,10 @@ def _schema_id(request: Request) -> int:
 
 class RegistryApp:
     def __init__(self, registry: Registry, leader_url: str | None = None,
-                 sync: Callable[[], None] | None = None, max_body: int = DEFAULT_MAX_BODY) -> None:
+                 sync: Callable[[], None] | None = None, max_body: int = DEFAULT_MAX_BODY,
+                 forward_tls: ssl.SSLContext | None = None) -> None:
         self.registry = registry
+        self.forward_tls = forward_tls  # how to reach an https:// leader
         self.leader_url = leader_url.rstrip("/") if leader_url else None
         self.sync = sync
         self.max_body = max_body
@@ -136,11 +139,14 @@ class RegistryApp:
     async def _forward(self, request: Request, body: bytes | None) -> Response:
         import httpx
         url = f"{self.leader_url}{request.url.path}"
+        headers = {"content-type": CONTENT_TYPE}
+        if "authorization" in request.headers:  # the leader authenticates the caller itself
+            headers["authorization"] = request.headers["authorization"]
+        verify: ssl.SSLContext | bool = self.forward_tls if self.forward_tls is not None else True
         try:
-            async with httpx.AsyncClient(timeout=30.0) as client:
+            async with httpx.AsyncClient(timeout=30.0, verify=verify) as client:
                 resp = await client.request(request.method, url, params=request.query_params,
-                                            content=body or b"",
-                                            headers={"content-type": CONTENT_TYPE})
+                                            content=body or b"", headers=headers)
         except httpx.HTTPError as e:
             raise errors.forwarding_error(f"{self.leader_url}: {e}") from None
         if resp.status_code < 300 and self.sync is not None:

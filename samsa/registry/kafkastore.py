@@ -29,13 +29,16 @@ REPLICATION_FACTOR = 3
 class KafkaStore:
     def __init__(self, bootstrap: str, topic: str, state: RegistryState, *,
                  timeout_s: float = 30.0, client_id: str = "samsa-registry",
-                 replication_factor: int = REPLICATION_FACTOR) -> None:
+                 replication_factor: int = REPLICATION_FACTOR,
+                 security: dict[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
         self.replication_factor = replication_factor
         self.topic = topic
         self.state = state
         self.timeout_s = timeout_s
-        base: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": client_id, "log_level": 3}
+        # security: librdkafka settings from kafkastore.* (storeconf.client_config)
+        base: dict[str, Any] = {"bootstrap.servers": bootstrap, "client.id": client_id, "log_level": 3,
+                                **(security or {})}
         self._base = base
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
@@ -72,6 +75,7 @@ class KafkaStore:
                     pass
         if self._producer is not None:
             self._producer.flush(5)
+            self._producer = None  # destroyed now, not whenever the server object goes
 
     def _ensure_topic(self) -> None:
         admin = AdminClient(self._base)

@@ -38,14 +38,16 @@ WINDOW = "1 minute"
 WATERMARK = "10 minutes"
 
 
-def revenue(spark: SparkSession, bs: str, registry: str, max_per_trigger: int) -> DataFrame:
+def revenue(spark: SparkSession, bs: str, registry: str, max_per_trigger: int,
+            registry_options: dict[str, str] | None = None) -> DataFrame:
     """Revenue per product and 1-minute event-time window (cancelled orders do not count)."""
     from .registry_decode import from_protobuf
 
     raw = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", bs)
            .option("subscribe", TOPIC).option("startingOffsets", "earliest")
            .option("maxOffsetsPerTrigger", str(max_per_trigger)).load())
-    o = raw.select(from_protobuf("value", registry, subject=SUBJECT).alias("o")).select("o.*")
+    o = raw.select(from_protobuf("value", registry, subject=SUBJECT, options=registry_options)
+                   .alias("o")).select("o.*")
     live = F.col("status") != "CANCELLED"
     return (o.withColumn("event_time", F.timestamp_millis("event_time_ms"))
             .withWatermark("event_time", WATERMARK)
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
             say(f"micro-batch {batch_id}: committed to the warehouse; crashing (kill -9) as asked")
             os.killpg(0, signal.SIGKILL)
 
-    q = (revenue(spark, args.bootstrap, args.registry, args.max_per_trigger)
+    q = (revenue(spark, args.bootstrap, args.registry, args.max_per_trigger,
+                 dict(p.split("=", 1) for p in args.registry_property))
          .writeStream.outputMode("update").foreachBatch(write_batch)
          .option("checkpointLocation", str(checkpoint))
          .trigger(processingTime=f"{args.trigger_ms} milliseconds").start())
@@ -146,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--registry", required=True, help="schema registry URL")
+    ap.add_argument("--registry-property", action="append", default=[], metavar="KEY=VALUE",
+                    help="registry client setting (basic.auth.credentials.source, "
+                         "basic.auth.user.info, schema.registry.ssl.*), repeatable")
     ap.add_argument("--warehouse", required=True, help="duckdb:<path> or postgresql://...")
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--done-file", help="stop once the offsets in this JSON file are processed")

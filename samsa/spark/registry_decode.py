@@ -18,8 +18,7 @@ import io
 import json
 import struct
 import urllib.parse
-import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -81,21 +80,43 @@ def split_frame(data: bytes, protobuf: bool = False) -> tuple[int, list[int], by
 
 # -- registry lookups (cached per Python worker) ---------------------------------------------------
 
-def _get(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=30) as r:
+# A registry: its URL and its client options (Confluent's names: basic.auth.credentials.source,
+# basic.auth.user.info, schema.registry.ssl.*), hashable and picklable for the Python workers.
+Registry = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def registry_key(url: str | Registry, options: Mapping[str, Any] | None = None) -> Registry:
+    if isinstance(url, tuple):
+        return url
+    return url, tuple(sorted((str(k), str(v)) for k, v in (options or {}).items()))
+
+
+@lru_cache(maxsize=16)
+def _settings(registry: Registry) -> Any:
+    from samsa.registry.client_config import RegistryClientSettings
+    return RegistryClientSettings.parse(registry[0], dict(registry[1]))
+
+
+def _get(registry: Registry, path: str) -> dict[str, Any]:
+    with _settings(registry).open("GET", path) as r:
         doc: dict[str, Any] = json.loads(r.read())
         return doc
 
 
 @lru_cache(maxsize=1024)
-def schema_by_id(registry: str, schema_id: int, serialized: bool = False) -> dict[str, Any]:
+def _schema_by_id(registry: Registry, schema_id: int, serialized: bool = False) -> dict[str, Any]:
     suffix = "?format=serialized" if serialized else ""
-    return _get(f"{registry.rstrip('/')}/schemas/ids/{schema_id}{suffix}")
+    return _get(registry, f"/schemas/ids/{schema_id}{suffix}")
 
 
-def latest_id(registry: str, subject: str) -> int:
+def schema_by_id(registry: str | Registry, schema_id: int, serialized: bool = False,
+                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return _schema_by_id(registry_key(registry, options), schema_id, serialized)
+
+
+def latest_id(registry: str | Registry, subject: str, options: Mapping[str, Any] | None = None) -> int:
     quoted = urllib.parse.quote(subject, safe="")
-    return int(_get(f"{registry.rstrip('/')}/subjects/{quoted}/versions/latest")["id"])
+    return int(_get(registry_key(registry, options), f"/subjects/{quoted}/versions/latest")["id"])
 
 
 # -- Avro ------------------------------------------------------------------------------------------
@@ -127,12 +148,12 @@ def avro_type(s: Any, named: dict[str, DataType] | None = None) -> DataType:
 
 
 @lru_cache(maxsize=256)
-def _parsed_avro(registry: str, schema_id: int) -> Any:
+def _parsed_avro(registry: Registry, schema_id: int) -> Any:
     import fastavro
     return fastavro.parse_schema(json.loads(schema_by_id(registry, schema_id)["schema"]))
 
 
-def _avro_decoder(registry: str, reader_id: int) -> Callable[[bytes], Any]:
+def _avro_decoder(registry: Registry, reader_id: int) -> Callable[[bytes], Any]:
     import fastavro
 
     def decode(data: bytes) -> Any:
@@ -159,7 +180,7 @@ def json_schema_type(s: Any) -> DataType:
         t or "", StringType())
 
 
-def _json_decoder(_registry: str, _reader_id: int) -> Callable[[bytes], Any]:
+def _json_decoder(_registry: Registry, _reader_id: int) -> Callable[[bytes], Any]:
     def decode(data: bytes) -> Any:
         _, _, payload = split_frame(data)
         return json.loads(payload)
@@ -169,7 +190,7 @@ def _json_decoder(_registry: str, _reader_id: int) -> Callable[[bytes], Any]:
 # -- Protobuf --------------------------------------------------------------------------------------
 
 @lru_cache(maxsize=256)
-def _proto_file(registry: str, schema_id: int) -> Any:
+def _proto_file(registry: Registry, schema_id: int) -> Any:
     """The FileDescriptor of a registered .proto (with its references) in a private pool."""
     from google.protobuf import descriptor_pb2, descriptor_pool
 
@@ -179,7 +200,7 @@ def _proto_file(registry: str, schema_id: int) -> Any:
         doc = schema_by_id(registry, sid, serialized=True)
         for ref in doc.get("references", []):
             quoted = urllib.parse.quote(ref["subject"], safe="")
-            ver = _get(f"{registry.rstrip('/')}/subjects/{quoted}/versions/{ref['version']}")
+            ver = _get(registry, f"/subjects/{quoted}/versions/{ref['version']}")
             add(int(ver["id"]))
         fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(doc["schema"]))
         try:
@@ -190,7 +211,7 @@ def _proto_file(registry: str, schema_id: int) -> Any:
     return add(schema_id)
 
 
-def _proto_message(registry: str, schema_id: int, indexes: tuple[int, ...]) -> Any:
+def _proto_message(registry: Registry, schema_id: int, indexes: tuple[int, ...]) -> Any:
     fd = _proto_file(registry, schema_id)
     desc = fd.message_types_by_name[list(fd.message_types_by_name)[indexes[0]]]
     for i in indexes[1:]:
@@ -257,7 +278,7 @@ def _is_repeated(f: Any) -> bool:
     return r if isinstance(r, bool) else bool(f.label == FD.LABEL_REPEATED)
 
 
-def _proto_decoder(registry: str, _reader_id: int) -> Callable[[bytes], Any]:
+def _proto_decoder(registry: Registry, _reader_id: int) -> Callable[[bytes], Any]:
     from google.protobuf import message_factory
 
     def decode(data: bytes) -> Any:
@@ -270,8 +291,8 @@ def _proto_decoder(registry: str, _reader_id: int) -> Callable[[bytes], Any]:
 # -- column functions --------------------------------------------------------------------------------
 
 def _column(col: Column | str, out_type: DataType,
-            decoder_factory: Callable[[str, int], Callable[[bytes], Any]],
-            registry: str, reader_id: int, mode: str) -> Column:
+            decoder_factory: Callable[[Registry, int], Callable[[bytes], Any]],
+            registry: Registry, reader_id: int, mode: str) -> Column:
     if mode.upper() not in ("FAILFAST", "PERMISSIVE"):
         raise ValueError("mode must be FAILFAST or PERMISSIVE")
     permissive = mode.upper() == "PERMISSIVE"
@@ -289,30 +310,36 @@ def _column(col: Column | str, out_type: DataType,
     return fn(F.col(col) if isinstance(col, str) else col)
 
 
-def _reader_id(registry: str, subject: str | None, schema_id: int | None) -> int:
+def _reader_id(registry: Registry, subject: str | None, schema_id: int | None) -> int:
     if (subject is None) == (schema_id is None):
         raise ValueError("give exactly one of subject= or schema_id= for the reader schema")
     return schema_id if schema_id is not None else latest_id(registry, subject or "")
 
 
 def from_avro(col: Column | str, registry: str, subject: str | None = None, schema_id: int | None = None,
-              mode: str = "FAILFAST") -> Column:
-    rid = _reader_id(registry, subject, schema_id)
-    out = avro_type(json.loads(schema_by_id(registry, rid)["schema"]))
-    return _column(col, out, _avro_decoder, registry, rid, mode)
+              mode: str = "FAILFAST", options: Mapping[str, Any] | None = None) -> Column:
+    """options: registry client settings (credentials, TLS) by Confluent's names."""
+    reg = registry_key(registry, options)
+    rid = _reader_id(reg, subject, schema_id)
+    out = avro_type(json.loads(schema_by_id(reg, rid)["schema"]))
+    return _column(col, out, _avro_decoder, reg, rid, mode)
 
 
 def from_json_schema(col: Column | str, registry: str, subject: str | None = None,
-                     schema_id: int | None = None, mode: str = "FAILFAST") -> Column:
-    rid = _reader_id(registry, subject, schema_id)
-    out = json_schema_type(json.loads(schema_by_id(registry, rid)["schema"]))
-    return _column(col, out, _json_decoder, registry, rid, mode)
+                     schema_id: int | None = None, mode: str = "FAILFAST",
+                     options: Mapping[str, Any] | None = None) -> Column:
+    reg = registry_key(registry, options)
+    rid = _reader_id(reg, subject, schema_id)
+    out = json_schema_type(json.loads(schema_by_id(reg, rid)["schema"]))
+    return _column(col, out, _json_decoder, reg, rid, mode)
 
 
 def from_protobuf(col: Column | str, registry: str, subject: str | None = None,
-                  schema_id: int | None = None, message: str | None = None, mode: str = "FAILFAST") -> Column:
+                  schema_id: int | None = None, message: str | None = None, mode: str = "FAILFAST",
+                  options: Mapping[str, Any] | None = None) -> Column:
     """message: the message name in the .proto (default: its first message)."""
-    rid = _reader_id(registry, subject, schema_id)
-    fd = _proto_file(registry, rid)
+    reg = registry_key(registry, options)
+    rid = _reader_id(reg, subject, schema_id)
+    fd = _proto_file(reg, rid)
     desc = fd.message_types_by_name[message] if message else list(fd.message_types_by_name.values())[0]
-    return _column(col, proto_type(desc), _proto_decoder, registry, rid, mode)
+    return _column(col, proto_type(desc), _proto_decoder, reg, rid, mode)

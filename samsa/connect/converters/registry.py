@@ -123,9 +123,15 @@ class RegistryConverter(Converter):
         urls = [u for u in parsed[URL] if u]
         if not urls:
             raise ConfigException(URL, ",".join(parsed[URL]), "must name at least one URL")
-        conf: dict[str, Any] = {"url": ",".join(urls)}
-        if parsed[AUTH_SOURCE] == "USER_INFO" and str(parsed[AUTH_USER_INFO]):
-            conf["basic.auth.user.info"] = str(parsed[AUTH_USER_INFO])
+        from samsa.config import ConfigError
+        from samsa.registry.client_config import RegistryClientSettings
+        try:
+            # credentials and TLS the Confluent way: basic.auth.*, schema.registry.ssl.*
+            conf = RegistryClientSettings.parse(urls[0], configs).confluent_conf()
+        except ConfigError as e:
+            raise ConfigException(AUTH_SOURCE, str(parsed[AUTH_SOURCE]), str(e)) from None
+        if len(urls) > 1:
+            conf["url"] = ",".join([conf["url"], *urls[1:]])
         from confluent_kafka.schema_registry import SchemaRegistryClient
         try:
             self.client = SchemaRegistryClient(conf)

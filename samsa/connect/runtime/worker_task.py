@@ -61,6 +61,11 @@ def build_converters(plugins: Plugins, connector_props: dict[str, str],
             # Samsa's fallback (docs/compatibility.md): a connector naming a registry converter
             # without its URL uses the worker's, e.g. the seeds' Snowflake JSON posted as written.
             cfg[REGISTRY_URL] = str(worker_props[f"{name}.{REGISTRY_URL}"])
+            # ... with the worker's registry credentials and TLS settings (basic.auth.*,
+            # schema.registry.ssl.*) when the connector has none of its own
+            for k, v in _prefixed(worker_props, name + ".").items():
+                if k.startswith(("basic.auth.", "schema.registry.")) and k not in cfg:
+                    cfg[k] = str(v)
         if kind == "header":
             if isinstance(conv, HeaderConverter):
                 conv.configure({**cfg, "converter.type": "header"})
