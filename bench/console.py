@@ -235,6 +235,7 @@ def main() -> None:
                     if action == "tail":
                         time.sleep(1.0)  # the tail's last tick
                         note = tail_status(driver)
+                    admin.delete_topics([topic])[topic].result(60)  # keep the disk use flat
                     mb_s[mode].append(rate)
                     cpu_mb[mode].append(cpu / (args.records * args.size / 1e6))
                     notes[mode].append(note)
