@@ -162,6 +162,8 @@ class Codec:
 
         fd = add(schema_id)
         with self._lock:
+            if len(self._pools) >= 256:
+                self._pools.clear()
             self._pools[schema_id] = fd
         return fd
 

@@ -21,7 +21,8 @@ from .context import Live
 from .registry import RegistryClient
 
 SESSION_TTL_S = 8 * 3600
-MAX_SESSIONS = 1000
+MAX_SESSIONS = 200  # each holds an AdminClient (threads, connections)
+MAX_TAILS = 20  # live tails open at once (one consumer each)
 COOKIE = "samsa_console"
 SIGN_IN_TIMEOUT_S = 8.0
 
@@ -60,6 +61,7 @@ class ConsoleState:
         self._lock = threading.Lock()
         self._shared: Session | None = None
         self.log_dirs_cache: tuple[float, dict[tuple[str, int], int] | None] = (0.0, None)
+        self.tails = 0  # open live tails, under _lock
 
     def _registry_now(self) -> tuple[RegistryClient | None, Codec]:
         """The registry client and codec for the context's current registry URL (it may appear
@@ -136,6 +138,17 @@ class ConsoleState:
                 self._sessions.pop(token, None)
                 return None
             return s
+
+    def open_tail(self) -> bool:
+        with self._lock:
+            if self.tails >= MAX_TAILS:
+                return False
+            self.tails += 1
+            return True
+
+    def close_tail(self) -> None:
+        with self._lock:
+            self.tails -= 1
 
     def sign_out(self, token: str | None) -> None:
         with self._lock:

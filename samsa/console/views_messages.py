@@ -86,11 +86,18 @@ def tail_endpoint(state: ConsoleState) -> Any:
         except ValueError:
             return error_page("Bad partition", f"partition must be a number, got {part[:40]!r}", 400)
         search = request.query_params.get("search") or ""
+        if not state.open_tail():
+            return error_page("Too many live tails", "the console already streams its maximum of "
+                              "live tails; stop one and start again", 503, session.user)
         try:
             gen = await anyio.to_thread.run_sync(
                 lambda: _started(tail(session.cluster, state.codec, name, partition, search)))
         except ConsoleError as e:
+            state.close_tail()
             return error_page("Cannot tail", str(e), e.status, session.user)
+        except BaseException:
+            state.close_tail()
+            raise
 
         async def events() -> AsyncIterator[str]:
             started = anyio.current_time()
@@ -108,6 +115,7 @@ def tail_endpoint(state: ConsoleState) -> Any:
                         yield ": idle\n\n"
                 yield "event: problem\ndata: the tail ended after an hour; start it again\n\n"
             finally:
+                state.close_tail()
                 await anyio.to_thread.run_sync(gen.close)
 
         return StreamingResponse(events(), media_type="text/event-stream",

@@ -39,11 +39,11 @@ def stack() -> Iterator[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def standalone(stack: dict[str, Any]) -> Iterator[str]:
+def standalone(stack: dict[str, Any]) -> Iterator[ConsoleServer]:
     """The same console run alone on a thread of the test process (`python -m samsa.console`'s
-    way), for checks that need its internals."""
+    way), for checks that need its internals (`.app.state.console`)."""
     with ConsoleServer(ConsoleContext(stack["broker"].bootstrap, registry_url=stack["registry"])) as c:
-        yield c.url
+        yield c
 
 
 @pytest.fixture(scope="module")

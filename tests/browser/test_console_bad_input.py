@@ -5,6 +5,7 @@ cluster and registry. Every answer is a page saying what is wrong, never a stack
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -139,6 +140,31 @@ def test_undecodable_records_are_shown_not_fatal(http: httpx.Client, stack: dict
                   "schema id 987654", "not decodable with schema id", "hex")
     assert text.count('<span class="kind') >= 2 * len(values)
     _clear(http.get(f"/topics/{TOPIC}/messages?mode=beginning&search=payload"), 200, "987654")
+
+
+def test_live_tails_are_bounded_and_released(http: httpx.Client, standalone: ConsoleServer,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import samsa.console.state as console_state
+
+    monkeypatch.setattr(console_state, "MAX_TAILS", 2)
+    state = standalone.app.state.console
+    url = f"{standalone.url}/topics/{TOPIC}/tail"
+    with httpx.Client(timeout=30) as client:
+        streams = [client.stream("GET", url) for _ in range(2)]
+        lines = []  # held: a dropped line iterator closes its response
+        for s in streams:
+            r = s.__enter__()
+            assert r.status_code == 200
+            lines.append(r.iter_lines())
+            assert next(lines[-1]).startswith(": tail started")
+        assert state.tails == 2
+        _clear(client.get(url), 503, "maximum of live tails")
+        for s in streams:
+            s.__exit__(None, None, None)
+    deadline = time.monotonic() + 15
+    while state.tails and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert state.tails == 0  # closed streams give their consumers back
 
 
 def test_unreachable_cluster_and_registry() -> None:
