@@ -89,15 +89,17 @@ def tail_endpoint(state: ConsoleState) -> Any:
         if not state.open_tail():
             return error_page("Too many live tails", "the console already streams its maximum of "
                               "live tails; stop one and start again", 503, session.user)
+
+        def counted() -> Any:
+            """The tail, giving its slot back however it ends (closed, failed or collected)."""
+            try:
+                yield from tail(session.cluster, state.codec, name, partition, search)
+            finally:
+                state.close_tail()
         try:
-            gen = await anyio.to_thread.run_sync(
-                lambda: _started(tail(session.cluster, state.codec, name, partition, search)))
+            gen = await anyio.to_thread.run_sync(lambda: _started(counted()))
         except ConsoleError as e:
-            state.close_tail()
             return error_page("Cannot tail", str(e), e.status, session.user)
-        except BaseException:
-            state.close_tail()
-            raise
 
         async def events() -> AsyncIterator[str]:
             started = anyio.current_time()
@@ -115,8 +117,10 @@ def tail_endpoint(state: ConsoleState) -> Any:
                         yield ": idle\n\n"
                 yield "event: problem\ndata: the tail ended after an hour; start it again\n\n"
             finally:
-                state.close_tail()
-                await anyio.to_thread.run_sync(gen.close)
+                # shielded: on a disconnect this task is being cancelled, and an unshielded await
+                # would be cancelled too, leaving the consumer open
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(gen.close)
 
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
@@ -128,10 +132,12 @@ def _started(gen: Any) -> Any:
     first = next(gen)
 
     def chain() -> Any:
-        yield first
-        yield from gen
-    c = chain()
-    return c
+        try:
+            yield first
+            yield from gen
+        finally:
+            gen.close()
+    return chain()
 
 
 # -- produce -----------------------------------------------------------------------------------------
