@@ -31,7 +31,8 @@ message Order {
   }
 }
 """
-PROTO_INCOMPATIBLE = PROTO_V1.replace("int64 amount_cents = 2;", "string amount_cents = 2;")
+PROTO_V2 = PROTO_V1.replace("  Status status = 3;\n", "  Status status = 3;\n  string note = 4;\n")
+PROTO_INCOMPATIBLE = PROTO_V2.replace("int64 amount_cents = 2;", "string amount_cents = 2;")
 TOPIC = "journey"
 GROUP = "journey-group"
 PLAIN_RECORDS = 20
@@ -222,25 +223,42 @@ def test_user_journey(stack: dict[str, Any], browser: Any) -> None:
     configs = admin.describe_configs([res])[res].result(15)
     assert configs["retention.ms"].value == "3600000"
 
-    # 9. an incompatible schema is refused, with the registry's reason
+    # 9. a compatible new version is registered and diffed against the first; an incompatible one
+    # is refused, with the registry's reason
     d.get(base + f"/schemas/{TOPIC}-value")
+    _fill(d, "form.register", {"schema": PROTO_V2})
+    _submit(d, "form.register", "Register")
+    assert f"registered under {TOPIC}-value" in _notice(d), _error(d)
+    d.get(base + f"/schemas/{TOPIC}-value?a=1&b=2")
+    added = [e.text for e in d.find_elements(By.CSS_SELECTOR, "pre.diff .add")]
+    assert added == ["+  string note = 4;"], added
+    shot(d, "09-schema-diff")
     _fill(d, "form.register", {"schema": PROTO_INCOMPATIBLE})
     _submit(d, "form.register", "Register")
     refusal = _error(d)
     assert "Refused by the schema registry" in refusal and "incompatible" in refusal.lower(), refusal
     shot(d, "09-schema-refused")
     versions = json.loads(_registry_get(stack["registry"], f"/subjects/{TOPIC}-value/versions"))
-    assert versions == [1]
+    assert versions == [1, 2]
 
     # 10. the overview now counts the journey's topic and records
     d.get(base + "/")
     assert int(_text(d, '[data-card="Topics"]')) >= 2
     shot(d, "10-overview")
 
+    # every other page, for the record
+    for name, path in (("11-topics", "/topics"), ("12-groups", "/groups"), ("13-schemas", "/schemas"),
+                       ("15-connect", "/connect"),
+                       ("16-security", "/security")):
+        d.get(base + path)
+        assert not _error(d), (path, _error(d))
+        shot(d, name)
+
     # 11. a path that does not exist: a plain page, no stack trace
     d.get(base + "/topics/journey/nonsense/path")
     assert "There is no page at" in _error(d)
     assert "Traceback" not in d.page_source
+    shot(d, "17-not-found")
 
 
 def _registry_get(url: str, path: str) -> str:
