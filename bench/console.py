@@ -193,9 +193,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--big-records", type=int, default=1_000_000,
                     help="records of the big topic whose pages are timed and searched")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated; 'off' always runs")
     ap.add_argument("--out", default="bench/results/console-latest.md")
     args = ap.parse_args()
-    modes = list(MODES)
+    modes = ["off"] + [m for m in args.modes.split(",") if m in MODES and m != "off"]
     mb_s: dict[str, list[float]] = {m: [] for m in modes}
     cpu_mb: dict[str, list[float]] = {m: [] for m in modes}
     notes: dict[str, list[str]] = {m: [] for m in modes}
@@ -212,7 +213,7 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
         try:
             wait_http(consoles["process"] + "/")
-            big = big_topic_pages(b.bootstrap, b.admin_url, args.big_records)
+            big = big_topic_pages(b.bootstrap, b.admin_url, args.big_records) if args.big_records else []
             for rnd in range(args.rounds):
                 order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
                 for mode in order:
