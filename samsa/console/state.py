@@ -5,11 +5,9 @@ broker's ACLs apply to what they see and do."""
 
 from __future__ import annotations
 
-import importlib
 import secrets
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,16 +34,10 @@ class Session:
 
 
 def librdkafka(props: dict[str, str]) -> dict[str, Any]:
-    """Java client properties (sasl.jaas.config, PEM stores...) as librdkafka settings: the
-    project's translation when it is there (samsa.client_security), else JAAS credentials only."""
-    convert: Callable[[dict[str, str]], Mapping[str, Any]]
-    try:
-        convert = importlib.import_module("samsa.client_security").librdkafka_config
-    except ImportError:
-        from samsa.cli.users import librdkafka_properties
+    """Java client properties (sasl.jaas.config, PEM stores...) as librdkafka settings."""
+    from samsa.client_security import librdkafka_config
 
-        convert = librdkafka_properties
-    return dict(convert(props))
+    return dict(librdkafka_config(props))
 
 
 class ConsoleState:
