@@ -21,6 +21,10 @@ system-deps:
 	@command -v kcat >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) apt-get install -y -qq kcat postgresql >/dev/null; }
+	@# the console's browser tests (tests/browser): Debian's headless Chromium and its WebDriver
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # The main job: the seeds' pipeline on the embedded default. A single-node Samsa (127.0.0.1:9092,
 # ./samsa-data) starts with its schema registry; a generator produces Protobuf order events to
