@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -34,22 +36,29 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--perf-stat", action="store_true",
+                    help="also count the broker's page faults per MB (perf stat)")
+    ap.add_argument("--produce-only", action="store_true",
+                    help="skip the consumers: broker CPU is then per MB produced")
     args = ap.parse_args()
     trees = {"ref": str(Path(args.ref).resolve()), "new": str(Path(args.new).resolve())}
     with tempfile.TemporaryDirectory(prefix="samsa-tls-compare-") as tmp:
         tls = TlsFiles.create(Path(tmp) / "certs")
         brokers: dict[str, tuple[SamsaBroker, dict[str, tuple[str, dict[str, str]]]]] = {}
-        old_path = os.environ.get("PYTHONPATH")
+        old_path, old_cwd = os.environ.get("PYTHONPATH"), os.getcwd()
         try:
             for name, tree in trees.items():
                 plain = free_port()
                 overrides, ssl_port = ssl_listener_overrides(tls, plain)
                 overrides["listeners"] = f"SSL://127.0.0.1:{ssl_port},PLAINTEXT://127.0.0.1:{plain}"
+                # `python -m` puts the working directory first on sys.path: start in the tree
                 os.environ["PYTHONPATH"] = tree
+                os.chdir(tree)
                 b = SamsaBroker(Path(tmp) / f"data-{name}", port=plain, overrides=overrides).start()
                 brokers[name] = (b, {"PLAINTEXT": (f"127.0.0.1:{plain}", {}),
                                      "SSL": (f"127.0.0.1:{ssl_port}", tls.confluent())})
         finally:
+            os.chdir(old_cwd)
             if old_path is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
@@ -66,15 +75,31 @@ def main() -> None:
                     for proto, (bs, conf) in protos.items():
                         topic = f"cmp-{name}-{proto.lower()}-{uuid.uuid4().hex[:6]}"
                         cpu0 = cpu_seconds(b.proc.pid)
+                        stat = subprocess.Popen(
+                            ["perf", "stat", "-x,", "-e", "page-faults", "-p",
+                             str(b.proc.pid)], stderr=subprocess.PIPE, text=True,
+                        ) if args.perf_stat else None
                         pr = produce(bs, conf, topic, args.records, args.size)
-                        co = consume(bs, conf, topic, args.records, args.size)
-                        cpu = (cpu_seconds(b.proc.pid) - cpu0) / (2 * args.records * args.size / 1e6)
+                        co = 0.0 if args.produce_only else consume(bs, conf, topic, args.records,
+                                                                    args.size)
+                        moved = (1 if args.produce_only else 2) * args.records * args.size / 1e6
+                        cpu = (cpu_seconds(b.proc.pid) - cpu0) / moved
+                        counts = ""
+                        if stat is not None:
+                            stat.send_signal(signal.SIGINT)
+                            _, err = stat.communicate(30)
+                            vals = {ln.split(",")[2]: float(ln.split(",")[0]) for ln in
+                                    err.splitlines() if ln.count(",") >= 2
+                                    and ln.split(",")[0].replace(".", "").isdigit()}
+                            pf = vals.get("page-faults", 0) / moved
+                            res[(name, proto)].setdefault("pf", []).append(pf)
+                            counts = f"  {pf:.0f} page faults/MB"
                         r = res[(name, proto)]
                         r["produce"].append(pr)
                         r["consume"].append(co)
                         r["cpu"].append(cpu * 1000)
                         print(f"round {rnd + 1} {name} {proto:<9} produce {pr:7.1f} MB/s  consume "
-                              f"{co:7.1f} MB/s  broker CPU {cpu * 1000:.2f} ms/MB",
+                              f"{co:7.1f} MB/s  broker CPU {cpu * 1000:.2f} ms/MB{counts}",
                               file=sys.stderr, flush=True)
         finally:
             for b, _ in brokers.values():
@@ -87,15 +112,17 @@ def main() -> None:
         return f"{statistics.median(v):.1f} ({min(v):.0f}-{max(v):.0f})"
 
     for (t, p), r in res.items():
+        extra = f", {statistics.median(r['pf']):.0f} faults/MB" if r.get("pf") else ""
         print(f"| {t} | {p} | {fmt(r['produce'])} | {fmt(r['consume'])} | "
-              f"{statistics.median(r['cpu']):.2f} |")
+              f"{statistics.median(r['cpu']):.2f}{extra} |")
     for t in trees:
         pl, sl = res[(t, "PLAINTEXT")], res[(t, "SSL")]
         ratios = [s / p for s, p in zip(sl["produce"], pl["produce"], strict=True)]
         print(f"| {t} | SSL / PLAINTEXT | "
               f"{statistics.median(sl['produce']) / statistics.median(pl['produce']):.0%} "
               f"(per round {min(ratios):.0%}-{max(ratios):.0%}) | "
-              f"{statistics.median(sl['consume']) / statistics.median(pl['consume']):.0%} | |")
+              f"{statistics.median(sl['consume']) / max(statistics.median(pl['consume']), 1e-9):.0%}"
+              " | |")
 
 
 if __name__ == "__main__":
