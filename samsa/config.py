@@ -427,6 +427,22 @@ for _c in [
 ]:
     BROKER_CONFIGS[_c.name] = _c
 
+# -- node-to-node TLS / SASL (sec-cluster; samsa.cluster.node_security, docs/security.md) --
+for _c in [
+    ConfigDef("security.inter.broker.protocol", "string", "PLAINTEXT",
+              "Protocol brokers talk to each other with (the listener of that name); only one of "
+              "this and inter.broker.listener.name may be set.",
+              valid=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+              "SASL mechanism brokers log in to each other with (Samsa: PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512, OAUTHBEARER)."),
+    ConfigDef("sasl.mechanism.controller.protocol", "string", "GSSAPI",
+              "SASL mechanism nodes log in to the controllers with."),
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
+              "Host name check of a peer node's certificate: https, or empty for none."),
+]:
+    BROKER_CONFIGS[_c.name] = _c
+
 _LISTENER_PREFIXED = re.compile(r"^listener\.name\.[a-z0-9_]+\.(.+)$")
 
 

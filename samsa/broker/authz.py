@@ -1,7 +1,10 @@
 """The authorization checks handlers make: `allowed(ctx, operation, resource type, name)` against
 the broker's authorizer (none configured: everything is allowed, as Kafka without
-authorizer.class.name). Requests on a CONTROLLER listener come from other nodes of the cluster
-(forwarded admin requests were authorized by the broker that received them) and are not checked."""
+authorizer.class.name). On a CONTROLLER listener a node of the cluster (a principal allowed
+CLUSTER_ACTION on the cluster: its admin requests are forwarded ones, authorized by the broker that
+received them, as Kafka trusts the Envelope of a broker with CLUSTER_ACTION) is not checked again;
+any other principal there is checked as on a broker listener (handlers/controller_authz.py gates
+the node-only RPCs)."""
 
 from __future__ import annotations
 
@@ -18,9 +21,10 @@ if TYPE_CHECKING:
 
 def _authorizer(ctx: RequestContext) -> az.Authorizer | None:
     conn = ctx.conn
-    if conn.spec.controller:
-        return None
     a: az.Authorizer | None = getattr(conn.broker, "authorizer", None)
+    if a is not None and conn.spec.controller and a.authorize(
+            conn.principal, conn.peer_ip, az.OP_CLUSTER_ACTION, az.R_CLUSTER, az.CLUSTER_NAME):
+        return None  # a node forwarding what a broker authorized already
     return a
 
 

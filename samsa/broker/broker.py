@@ -55,7 +55,9 @@ class Broker:
         self.broker_listeners = [ln for ln in self.bind_listeners if ln.name not in ctrl_names]
         self.advertised_broker_listeners = [ln for ln in self.advertised_listeners
                                             if ln.name not in ctrl_names]
-        self.inter_broker_listener = config.get("inter.broker.listener.name") or (
+        from samsa.broker.listeners import inter_broker_listener_name
+
+        self.inter_broker_listener = inter_broker_listener_name(config) or (
             self.broker_listeners[0].name if self.broker_listeners else "PLAINTEXT")
         ctrl = self.controller_listeners[0] if self.controller_listeners else None
         self.node = ClusterNode(config, (ctrl.host, ctrl.port) if ctrl else None)
@@ -67,12 +69,19 @@ class Broker:
         self.controller = ControllerClient(self)
         # ACLs (issue 17): None unless authorizer.class.name names the StandardAuthorizer
         self.authorizer = Authorizer.from_config(config.get, lambda: self.node.image.acls)
-        self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}")
+        # node-to-node TLS / SASL (sec-cluster): the controllers' listener, the inter-broker one
+        from samsa.cluster.node_security import inter_broker_security
+
+        self.inter_broker_security = inter_broker_security(config) \
+            if self.is_broker_role() and not self.node.embedded else None
+        self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}",
+                                    security=self.node.security)
         self.lifecycle = BrokerLifecycle(self)
         self.replicas = ReplicaManager(
             self.node_id, ReplicationConfig.from_broker(config.get_int), lambda: self.node.image,
             self.inter_broker_listener, lambda: self.lifecycle.broker_epoch,
             self._alter_partition, self._min_isr)
+        self.replicas.security = self.inter_broker_security  # type: ignore[attr-defined]
         self.replicas.rack_aware = (config.get("replica.selector.class") or "").endswith(
             "RackAwareReplicaSelector")
         self.replicas.broker_setting = self._broker_setting
@@ -118,6 +127,11 @@ class Broker:
                                    float(config.get_int("quota.window.size.seconds")))
         self.fetch_sessions = FetchSessionCache(
             int(config.get("max.incremental.fetch.session.cache.slots") or 1000))
+
+    def is_broker_role(self) -> bool:
+        from samsa.broker.listeners import roles
+
+        return "broker" in roles(self.config)
 
     def _scram_lookup(self, user: str, mechanism: str) -> Any:
         """The SCRAM credential of a user in the metadata image (None if it has none)."""
@@ -451,7 +465,8 @@ class Broker:
             return await write_local(self, pid, epoch, commit, tps, coordinator_epoch)
 
         self.txn_markers = MarkerSender(self.node_id, lambda: self.node.image,
-                                        self.inter_broker_listener, local)
+                                        self.inter_broker_listener, local,
+                                        security=self.inter_broker_security)
         return TransactionCoordinator(
             topic, cfg, self.controller.allocate_producer_id, self._write_markers,
             lambda g: ("__consumer_offsets", self.groups.topic.partition_of(g)),

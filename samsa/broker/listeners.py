@@ -166,7 +166,7 @@ def listeners_for(config: BrokerConfig) -> tuple[list[Listener], list[Listener]]
         if not adv:
             raise ConfigError("There must be at least one advertised listener. Perhaps all "
                               "listeners appear in controller.listener.names?")
-        ib = (config.get("inter.broker.listener.name") or "").upper()
+        ib = inter_broker_listener_name(config)
         if ib not in adv_names:
             raise ConfigError(f"inter.broker.listener.name must be a listener name defined in "
                               f"advertised.listeners. The valid options based on currently "
@@ -176,20 +176,37 @@ def listeners_for(config: BrokerConfig) -> tuple[list[Listener], list[Listener]]
                               f"of the ones defined in listeners. Found "
                               f"{','.join(sorted(adv_names))} The valid options based on the "
                               f"current configuration are {', '.join(sorted(bind_names))}")
-    if quorum_configured(config):
-        # nodes reach each other over PLAINTEXT only so far (docs/compatibility.md)
-        by_name = {x.name: x.security_protocol for x in bind}
-        ib_name = (config.get("inter.broker.listener.name") or "").upper()
-        for n in [*cnames, ib_name]:
-            if by_name.get(n, pmap.get(n, "PLAINTEXT")) != "PLAINTEXT":
-                raise ConfigError(f"Listener {n} carries controller or inter-broker traffic: "
-                                  f"Samsa nodes talk to each other over PLAINTEXT only "
-                                  f"(docs/compatibility.md)")
+        # node-to-node TLS / SASL (sec-cluster; samsa.cluster.node_security): Kafka's check
+        ib_proto = pmap.get(ib, "PLAINTEXT")
+        if ib_proto.startswith("SASL_"):
+            mech = config.get("sasl.mechanism.inter.broker.protocol") or "GSSAPI"
+            enabled = _csv(config.values.get(f"listener.name.{ib.lower()}.sasl.enabled.mechanisms")
+                           or config.get("sasl.enabled.mechanisms"))
+            if mech not in enabled:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in "
+                                  "sasl.enabled.mechanisms when SASL is used for inter-broker "
+                                  "communication")
     for x in adv:
         if x.host == "0.0.0.0":
             raise ConfigError("advertised.listeners cannot use the nonroutable meta-address "
                               "0.0.0.0. Use a routable IP address.")
     return bind, adv
+
+
+def inter_broker_listener_name(config: BrokerConfig) -> str:
+    """Kafka's rule: inter.broker.listener.name, or the listener named after
+    security.inter.broker.protocol; setting both is an error."""
+    if "security.inter.broker.protocol" in config.values:
+        if "inter.broker.listener.name" in config.values:
+            raise ConfigError("Only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set.")
+        proto = (config.values["security.inter.broker.protocol"] or "").strip().upper()
+        if proto not in SERVED_PROTOCOLS:
+            raise ConfigError(f"Invalid value {proto} for configuration "
+                              f"security.inter.broker.protocol: must be one of "
+                              f"{', '.join(SERVED_PROTOCOLS)}")
+        return proto
+    return (config.get("inter.broker.listener.name") or "").upper()
 
 
 def controller_listeners(config: BrokerConfig) -> list[Listener]:
@@ -201,7 +218,7 @@ def controller_listeners(config: BrokerConfig) -> list[Listener]:
 
 def inter_broker_listener(config: BrokerConfig) -> Listener:
     """The advertised listener other brokers reach this broker on."""
-    name = (config.get("inter.broker.listener.name") or "").upper()
+    name = inter_broker_listener_name(config)
     for x in listeners_for(config)[1]:
         if x.name == name:
             return x

@@ -16,7 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ._common import CliError, UsageError
+from ._common import CliError, UsageError, open_socket
 from ._wire import decode_response, encode_request
 
 API_VERSIONS = 18
@@ -77,7 +77,7 @@ class Connection:
 
     def _open(self) -> socket.socket:
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            sock: socket.socket = open_socket(self.host, self.port, self.timeout, self.client_id)
         except OSError as e:
             raise CliError(f"cannot reach {self.address} ({e.strerror or e})") from None
         sock.settimeout(self.timeout)

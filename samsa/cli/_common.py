@@ -1,11 +1,19 @@
-"""Shared pieces of the client commands: the --bootstrap-server option, error handling that turns
-Kafka errors into one-line messages and exit codes, and librdkafka configuration defaults."""
+"""Shared pieces of the client commands: the --bootstrap-server and --command-config options, error
+handling that turns Kafka errors into one-line messages and exit codes, and librdkafka
+configuration defaults.
+
+`--command-config FILE` holds client properties as Kafka's tools take them (security.protocol,
+sasl.*, ssl.*; Java or librdkafka names, see samsa.client_security). `guarded()` loads it for the
+command it runs; `base_config()` and the raw-protocol clients then apply it to every connection,
+and a failed TLS handshake or SASL login becomes a one-line error."""
 
 from __future__ import annotations
 
 import argparse
+import contextvars
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -43,10 +51,64 @@ class UsageError(CliError):
         super().__init__(message, EXIT_USAGE)
 
 
-def add_bootstrap(p: argparse.ArgumentParser) -> None:
+class _Security:
+    """The running command's client security: librdkafka settings from --command-config (and
+    --producer.config / --consumer.config) and the TLS/SASL failures clients reported."""
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.failures: list[str] = []
+
+    def on_error(self, err: KafkaError) -> None:
+        if err.code() in _SECURITY_ERRORS:
+            self.failures.append(err.str() or err.name())
+
+
+_SECURITY_ERRORS = {KafkaError._AUTHENTICATION, KafkaError._SSL}
+_security: contextvars.ContextVar[_Security] = contextvars.ContextVar("samsa_cli_security")
+
+
+def current_security() -> _Security:
+    s = _security.get(None)
+    if s is None:
+        s = _Security()
+        _security.set(s)
+    return s
+
+
+def add_bootstrap(p: argparse.ArgumentParser, command_config: bool = False) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    default=os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP,
                    help=f"broker to connect to (default: ${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
+    if command_config:
+        add_command_config(p)
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties file, as Kafka's tools take (security.protocol, "
+                        "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
+
+
+def load_client_properties(path: str, option: str = "--command-config") -> dict[str, Any]:
+    """A client properties file as librdkafka settings; UsageError naming the file if it cannot
+    be read or used."""
+    from samsa.client_security import SecurityConfigError, librdkafka_config, read_client_properties
+
+    try:
+        return librdkafka_config(read_client_properties(path))
+    except OSError as e:
+        raise UsageError(f"cannot read {option} {path}: {e.strerror or e}") from None
+    except (SecurityConfigError, UnicodeDecodeError) as e:
+        raise UsageError(f"bad {option} {path}: {e}") from None
+
+
+def security_failure() -> CliError | None:
+    """A CliError for the first TLS/SASL failure a client reported, if any."""
+    s = current_security()
+    if not s.failures:
+        return None
+    return CliError(f"authentication failed: {s.failures[0]}")
 
 
 def key_value(text: str) -> tuple[str, str]:
@@ -77,12 +139,17 @@ def admin_result(future: Future[Any]) -> Any:
 
 def base_config(bootstrap: str) -> dict[str, Any]:
     """librdkafka settings every client command uses: quiet logs (errors are reported by the
-    command itself) and a short connection timeout so an unreachable broker fails fast."""
+    command itself), a short connection timeout so an unreachable broker fails fast, and the
+    command's security settings (--command-config) with an error callback that notes TLS and
+    SASL failures."""
+    sec = current_security()
     return {
         "bootstrap.servers": bootstrap,
         "log_level": 0,
         "socket.connection.setup.timeout.ms": int(CONNECT_TIMEOUT_S * 1000),
         "client.id": "samsa-cli",
+        "error_cb": sec.on_error,
+        **sec.settings,
     }
 
 
@@ -109,19 +176,75 @@ def is_unreachable(e: BaseException) -> bool:
 
 def unreachable(bootstrap: str, e: BaseException | None = None) -> CliError:
     detail = f" ({describe_error(e)})" if e is not None else ""
-    return CliError(f"cannot reach broker at {bootstrap}{detail}")
+    return CliError(f"cannot reach broker at {bootstrap}{detail}{tls_hint()}")
+
+
+def tls_hint() -> str:
+    """What to check when a TLS listener drops the connection without saying why (a TLS 1.3
+    server refusing a missing client certificate looks like a closed connection)."""
+    proto = str(current_security().settings.get("security.protocol", "")).upper()
+    if proto not in ("SSL", "SASL_SSL"):
+        return ""
+    return ("; with security.protocol=" + proto + " check that the address is a TLS listener "
+            "and, if it requires client certificates, that ssl.keystore.* (or "
+            "ssl.certificate.location/ssl.key.location) name one the broker trusts")
 
 
 def fetch_metadata(client: Any, bootstrap: str, topic: str | None = None) -> ClusterMetadata:
-    """Metadata for all topics (or one), turning a timeout into "cannot reach broker"."""
+    """Metadata for all topics (or one), turning a timeout into "cannot reach broker", or into
+    "authentication failed" as soon as the client reports a failed TLS handshake or SASL login
+    (librdkafka would otherwise keep retrying until the timeout)."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            if topic is None:
+                return client.list_topics(timeout=max(0.05, min(0.5, left)))
+            return client.list_topics(topic, timeout=max(0.05, min(0.5, left)))
+        except KafkaException as e:
+            if not is_unreachable(e):
+                raise
+            _serve_errors(client)
+            failed = security_failure()
+            if failed is not None:
+                raise failed from None
+            if time.monotonic() >= deadline:
+                raise unreachable(bootstrap, e) from None
+
+
+def _serve_errors(client: Any) -> None:
+    """Let a client run its error callback (list_topics does not)."""
+    poll = getattr(client, "poll", None)
+    if poll is None or not hasattr(client, "list_topics"):
+        return
     try:
-        if topic is None:
-            return client.list_topics(timeout=CONNECT_TIMEOUT_S)
-        return client.list_topics(topic, timeout=CONNECT_TIMEOUT_S)
-    except KafkaException as e:
-        if is_unreachable(e):
-            raise unreachable(bootstrap, e) from None
-        raise
+        poll(0)  # a Consumer has no assignment yet: no message comes back
+    except (KafkaException, RuntimeError):
+        pass
+
+
+def open_socket(host: str, port: int, timeout_s: float, client_id: str = "samsa-cli") -> Any:
+    """A blocking socket to a broker for the raw-protocol clients, with the command's TLS and
+    SASL settings applied. OSError when unreachable; CliError when TLS or SASL fails."""
+    import socket
+
+    from samsa.client_security import (
+        AuthenticationError,
+        ClientSecurity,
+        SecurityConfigError,
+        secure_socket,
+    )
+
+    settings = current_security().settings
+    if not settings:
+        return socket.create_connection((host, port), timeout=timeout_s)
+    try:
+        sec = ClientSecurity.from_config(settings)
+        return secure_socket(host, port, sec, timeout_s, client_id)
+    except SecurityConfigError as e:
+        raise UsageError(f"bad client security settings: {e}") from None
+    except AuthenticationError as e:
+        raise CliError(f"authentication failed: {e}") from None
 
 
 def connect_admin(bootstrap: str) -> tuple[AdminClient, ClusterMetadata]:
@@ -152,13 +275,20 @@ def guarded(prog: str, fn: Command) -> Command:
     """Run a command, printing errors as one clear line instead of a traceback."""
 
     def run(args: argparse.Namespace) -> int:
+        token = _security.set(_Security())
         try:
+            path = getattr(args, "command_config", None)
+            if path:
+                current_security().settings.update(load_client_properties(path))
             return fn(args)
         except CliError as e:
             print(f"{prog}: error: {e}", file=sys.stderr)
             return e.code
         except KafkaException as e:
-            if is_unreachable(e):
+            failed = security_failure()
+            if failed is not None:
+                print(f"{prog}: error: {failed}", file=sys.stderr)
+            elif is_unreachable(e):
                 e2 = unreachable(getattr(args, "bootstrap_server", "?"), e)
                 print(f"{prog}: error: {e2}", file=sys.stderr)
             else:
@@ -172,6 +302,8 @@ def guarded(prog: str, fn: Command) -> Command:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             return EXIT_ERROR
+        finally:
+            _security.reset(token)
 
     return run
 

@@ -24,7 +24,14 @@ from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol.codec import build
 
-from ._common import CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S, CliError, UsageError
+from ._common import (
+    CONNECT_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
+    CliError,
+    UsageError,
+    open_socket,
+    tls_hint,
+)
 
 API_VERSIONS = 18
 METADATA = 3
@@ -263,7 +270,7 @@ class _Connection:
         self.client_id = client_id
         self.correlation_id = 0
         try:
-            self.sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S)
+            self.sock: socket.socket = open_socket(host, port, CONNECT_TIMEOUT_S, client_id)
         except OSError as e:
             raise CliError(f"cannot reach broker at {self.address} ({e.strerror or e})") from None
         self.sock.settimeout(REQUEST_TIMEOUT_S)
@@ -284,7 +291,8 @@ class _Connection:
                            f"{REQUEST_TIMEOUT_S:.0f} s") from None
         except ConnectionLost:
             raise ConnectionLost(f"the broker at {self.address} closed the connection instead of "
-                                 f"answering {name} v{version} (see the broker's log)") from None
+                                 f"answering {name} v{version} (see the broker's log)"
+                                 f"{tls_hint()}") from None
         except OSError as e:
             raise CliError(f"connection to broker at {self.address} failed during {name}: "
                            f"{e.strerror or e}") from None

@@ -7,10 +7,18 @@ security.protocol and credentials of an admin principal), as Kafka's tools do.""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from ._common import CliError, UsageError, add_bootstrap, admin_result, base_config, guarded
+from confluent_kafka import KafkaException
+
+from ._common import (
+    UsageError,
+    add_bootstrap,
+    admin_result,
+    base_config,
+    describe_error,
+    guarded,
+)
 
 PROG = "samsa acls"
 _OPERATIONS = ("ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
@@ -26,9 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                            ("remove", remove, "remove ACLs")):
         a = asub.add_parser(name, help=what)
         _options(a, name)
-        add_bootstrap(a)
-        a.add_argument("--command-config", metavar="FILE",
-                       help="client properties (key=value lines) for the admin connection")
+        add_bootstrap(a, command_config=True)
         a.set_defaults(func=guarded(f"{PROG} {name}", fn))
 
 
@@ -66,27 +72,14 @@ def _options(a: argparse.ArgumentParser, action: str) -> None:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    conf = base_config(args.bootstrap_server)
-    if args.command_config:
-        conf.update(_properties(Path(args.command_config)))
-    return AdminClient(conf)
+    from ._common import fetch_metadata
 
-
-def _properties(path: Path) -> dict[str, str]:
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise CliError(f"cannot read {path}: {e.strerror}") from None
-    out = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise UsageError(f"{path}: expected key=value, got {raw!r}")
-        out[key.strip()] = value.strip()
-    return out
+        admin = AdminClient(base_config(args.bootstrap_server))
+    except KafkaException as e:
+        raise UsageError(f"bad client configuration: {describe_error(e)}") from None
+    fetch_metadata(admin, args.bootstrap_server)  # fails fast: unreachable, TLS or SASL refused
+    return admin
 
 
 def _resources(args: argparse.Namespace) -> list[tuple[str, str]]:

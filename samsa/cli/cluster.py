@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     up.set_defaults(func=guarded(f"{PROG} up", cluster_up))
 
     d = csub.add_parser("describe", help="cluster id, brokers (fenced or not), active controller")
-    add_bootstrap(d)
+    add_bootstrap(d, command_config=True)
     d.add_argument("--json", action="store_true", help="print one JSON object")
     d.set_defaults(func=guarded(f"{PROG} describe", describe))
 

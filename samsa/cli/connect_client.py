@@ -28,7 +28,7 @@ def request(args: argparse.Namespace, method: str, path: str, body: Any = None,
     """(status, JSON body or None). An error status raises CliError with the worker's message."""
     base = str(args.url).rstrip("/")
     try:
-        with httpx.Client(timeout=TIMEOUT_S) as client:
+        with httpx.Client(timeout=TIMEOUT_S, verify=_tls(args)) as client:
             resp = client.request(method, base + path, params=tuple(params or ()),
                                   json=body if body is not None else None,
                                   headers={"accept": "application/json"})
@@ -44,6 +44,24 @@ def request(args: argparse.Namespace, method: str, path: str, body: Any = None,
         message = data.get("message") if isinstance(data, dict) else None
         raise CliError(str(message) if message else f"HTTP {resp.status_code}: {str(data)[:200]}")
     return resp.status_code, data
+
+
+def _tls(args: argparse.Namespace) -> Any:
+    """What an https:// worker is checked with: --command-config's ssl.truststore.* (and
+    ssl.keystore.* as the client certificate, for listeners.https.ssl.client.auth=required),
+    else the system's CAs."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return True
+    from samsa.client_security import ClientSecurity, SecurityConfigError
+
+    from ._common import load_client_properties
+
+    settings = {k: v for k, v in load_client_properties(path).items() if k.startswith("ssl.")}
+    try:
+        return ClientSecurity.from_config(settings).ssl_context()
+    except SecurityConfigError as e:
+        raise UsageError(f"bad --command-config {path}: {e}") from None
 
 
 def _c(name: str) -> str:
@@ -260,6 +278,10 @@ def _plugins(args: argparse.Namespace) -> int:
 def _url_option(p: argparse.ArgumentParser, default: Any) -> None:
     p.add_argument("--url", default=default,
                    help=f"the Connect worker's REST URL (default: ${CONNECT_URL_ENV} or {DEFAULT_URL})")
+    p.add_argument("--command-config", metavar="FILE",
+                   default=None if default is not argparse.SUPPRESS else argparse.SUPPRESS,
+                   help="client properties for an https:// worker: ssl.truststore.location "
+                        "(and ssl.keystore.location for a client certificate), PEM")
 
 
 def add_connectors_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

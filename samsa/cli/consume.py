@@ -43,13 +43,15 @@ from ._common import (
     guarded,
     header_list,
     key_value,
+    load_client_properties,
     unknown_topic,
 )
 from ._console import FORMATTER_IGNORED, FORMATTER_PROPERTIES, MessageFormat, split_properties
 
 # Errors after which nothing more can be read.
 _FATAL = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
-          KafkaError._UNKNOWN_PARTITION, KafkaError.TOPIC_AUTHORIZATION_FAILED}
+          KafkaError._UNKNOWN_PARTITION, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+          KafkaError.GROUP_AUTHORIZATION_FAILED}
 
 
 def timestamp_ms(text: str) -> int:
@@ -132,7 +134,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     p.add_argument("--json", action="store_true",
                    help="one JSON object per message: topic, partition, offset, timestamp, key, "
                         "value, headers (non-UTF-8 bytes also given as *_base64)")
-    add_bootstrap(p)
+    p.add_argument("--consumer.config", dest="consumer_config_file", metavar="FILE",
+                   help="consumer properties file (as kafka-console-consumer.sh); "
+                        "--consumer-property wins over it")
+    add_bootstrap(p, command_config=True)
     p.set_defaults(func=guarded("samsa consume", run))
 
 
@@ -143,13 +148,13 @@ class Plan:
 
     topic: str
     group: str | None
-    client: dict[str, str]
+    client: dict[str, Any]
     fmt: MessageFormat
     offset: int | None
     timeout: float | None
 
 
-def _group_ids(args: argparse.Namespace, client: dict[str, str]) -> str | None:
+def _group_ids(args: argparse.Namespace, client: dict[str, Any]) -> str | None:
     ids = list(dict.fromkeys(g for g in (args.group, client.get("group.id")) if g is not None))
     if len(ids) > 1:
         raise UsageError("The group ids provided in different places (directly using '--group', "
@@ -170,7 +175,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
     for name in ignored:
         print(f"samsa consume: warning: --property {name} is not supported and is ignored",
               file=sys.stderr)
-    client = dict(legacy)
+    client = (load_client_properties(args.consumer_config_file, "--consumer.config")
+              if args.consumer_config_file else {})
+    client.update(legacy)
     client.update(dict(args.consumer_property))
     group = _group_ids(args, client)
     offset = start_offset(args.offset) if args.offset is not None else None

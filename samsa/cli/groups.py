@@ -121,7 +121,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                                          "none given: all)")
     ls.add_argument("--json", action="store_true",
                     help="print a JSON list of {group, state, type} objects")
-    add_bootstrap(ls)
+    add_bootstrap(ls, command_config=True)
     ls.set_defaults(func=guarded("samsa groups list", list_))
 
     d = gsub.add_parser("describe", help="show members, committed offsets and lag of groups",
@@ -140,12 +140,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     d.add_argument("--json", action="store_true",
                    help="print a JSON list of rows with the same fields (numbers as integers, "
                         "'-' as null)")
-    add_bootstrap(d)
+    add_bootstrap(d, command_config=True)
     d.set_defaults(func=guarded("samsa groups describe", describe))
 
     rm = gsub.add_parser("delete", help="delete inactive groups and their committed offsets")
     rm.add_argument("groups", nargs="+", metavar="GROUP")
-    add_bootstrap(rm)
+    add_bootstrap(rm, command_config=True)
     rm.set_defaults(func=guarded("samsa groups delete", delete))
 
     r = gsub.add_parser(
@@ -177,7 +177,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     r.add_argument("--json", action="store_true",
                    help="print a JSON list of {group, topic, partition, new_offset} objects")
-    add_bootstrap(r)
+    add_bootstrap(r, command_config=True)
     r.set_defaults(func=guarded("samsa groups reset-offsets", reset_offsets))
 
 

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help='brokers to query, e.g. "1,2,3" (default: every broker)')
     d.add_argument("--topic-list", default="", metavar="TOPICS",
                    help='topics to show, e.g. "t1,t2" (default: every topic)')
-    add_bootstrap(d)
+    add_bootstrap(d, command_config=True)
     d.set_defaults(func=guarded(f"{PROG} describe", describe))
 
 

@@ -8,7 +8,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
-from ._common import CliError, UsageError, guarded
+from ._common import CliError, UsageError, add_command_config, guarded
 
 if TYPE_CHECKING:
     from ._cluster_wire import Connection, Quorum, Replica
@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                       help="brokers to connect to")
     conn.add_argument("--bootstrap-controller", metavar="HOST:PORT[,...]",
                       help="controllers to connect to (their CONTROLLER listener)")
+    add_command_config(p)
     msub = p.add_subparsers(dest="metadata_quorum_command", required=True, metavar="ACTION")
     d = msub.add_parser("describe", help="describe the metadata quorum info")
     d.add_argument("--status", action="store_true",

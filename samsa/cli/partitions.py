@@ -80,7 +80,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(Samsa addition)")
     r.add_argument("--wait-timeout", type=float, default=600.0, metavar="S",
                    help="with --wait: give up after this many seconds (default 600)")
-    add_bootstrap(r)
+    add_bootstrap(r, command_config=True)
     r.set_defaults(func=guarded(f"{PROG} reassign", reassign))
 
     e = psub.add_parser("elect-leaders", help="run preferred or unclean leader elections",
@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="every partition eligible for this election type")
     e.add_argument("--path-to-json-file", metavar="FILE",
                    help='{"partitions": [{"topic": "foo", "partition": 1}]}')
-    add_bootstrap(e)
+    add_bootstrap(e, command_config=True)
     e.set_defaults(func=guarded(f"{PROG} elect-leaders", elect_leaders))
 
 

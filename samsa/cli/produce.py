@@ -23,6 +23,7 @@ from ._common import (
     fetch_metadata,
     guarded,
     key_value,
+    load_client_properties,
     position,
 )
 from ._console import READER_PROPERTIES, InputError, LineFormat, split_properties
@@ -68,7 +69,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                         "(':'), ignore.error, null.marker; other names are producer settings")
     p.add_argument("--producer-property", "--command-property", type=key_value, action="append", default=[],
                    metavar="KEY=VALUE", help="librdkafka producer setting, repeatable")
-    add_bootstrap(p)
+    p.add_argument("--producer.config", dest="producer_config_file", metavar="FILE",
+                   help="producer properties file (as kafka-console-producer.sh); "
+                        "--producer-property wins over it")
+    add_bootstrap(p, command_config=True)
     p.set_defaults(func=guarded("samsa produce", run))
 
 
@@ -201,8 +205,11 @@ def run(args: argparse.Namespace) -> int:
     reader_props, legacy, _ = split_properties(args.property, READER_PROPERTIES)
     reader = line_format(args, reader_props)
     bootstrap = args.bootstrap_server
+    from_file = (load_client_properties(args.producer_config_file, "--producer.config")
+                 if args.producer_config_file else {})
     producer = make_producer(producer_config(bootstrap, args.acks, args.compression,
-                                             [*legacy, *args.producer_property]))
+                                             [*from_file.items(), *legacy,
+                                              *args.producer_property]))
     count = partition_count(producer, bootstrap, topic)
     if args.partition is not None and not 0 <= args.partition < count:
         raise CliError(f"topic {topic!r} has no partition {args.partition} "

@@ -32,7 +32,7 @@ def _add_entity_args(p: argparse.ArgumentParser) -> None:
                    help="the user principal or client id of the preceding --entity-type")
     p.add_argument("--entity-default", action=_Entity, nargs=0,
                    help="the default of the preceding --entity-type")
-    add_bootstrap(p)
+    add_bootstrap(p, command_config=True)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -50,11 +50,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="topic config override, repeatable (e.g. retention.ms=86400000)")
     c.add_argument("--if-not-exists", action="store_true",
                    help="succeed without doing anything if the topic exists")
-    add_bootstrap(c)
+    add_bootstrap(c, command_config=True)
     c.set_defaults(func=guarded("samsa topics create", create))
 
     ls = tsub.add_parser("list", help="list topic names")
-    add_bootstrap(ls)
+    add_bootstrap(ls, command_config=True)
     ls.set_defaults(func=guarded("samsa topics list", list_))
 
     d = tsub.add_parser("describe", help="show partitions, offsets and configs of topics")
@@ -67,7 +67,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="only partitions whose ISR is smaller than min.insync.replicas")
     d.add_argument("--at-min-isr-partitions", action="store_true",
                    help="only partitions whose ISR is exactly min.insync.replicas")
-    add_bootstrap(d)
+    add_bootstrap(d, command_config=True)
     d.set_defaults(func=guarded("samsa topics describe", describe))
 
     a = tsub.add_parser("alter", help="add partitions or change topic configs")
@@ -77,14 +77,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="set a topic config, repeatable")
     a.add_argument("--delete-config", action="append", default=[], metavar="KEY",
                    help="remove a topic config override (back to the default), repeatable")
-    add_bootstrap(a)
+    add_bootstrap(a, command_config=True)
     a.set_defaults(func=guarded("samsa topics alter", alter))
 
     rm = tsub.add_parser("delete", help="delete a topic and its data")
     rm.add_argument("name")
     rm.add_argument("--if-exists", action="store_true",
                     help="succeed without doing anything if the topic does not exist")
-    add_bootstrap(rm)
+    add_bootstrap(rm, command_config=True)
     rm.set_defaults(func=guarded("samsa topics delete", delete))
 
 

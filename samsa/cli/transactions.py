@@ -65,14 +65,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ls.add_argument("--json", action="store_true",
                     help="print a JSON list of {transactional_id, coordinator_id, producer_id, "
                          "state} objects")
-    add_bootstrap(ls)
+    add_bootstrap(ls, command_config=True)
     ls.set_defaults(func=guarded("samsa transactions list", list_))
 
     d = tsub.add_parser("describe", help="show the producer, state, timeout and partitions of a "
                                          "transactional id")
     d.add_argument("transactional_id", metavar="TRANSACTIONAL-ID")
     d.add_argument("--json", action="store_true", help="print one JSON object (times in ms)")
-    add_bootstrap(d)
+    add_bootstrap(d, command_config=True)
     d.set_defaults(func=guarded("samsa transactions describe", describe))
 
     dp = tsub.add_parser("describe-producers",
@@ -83,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     dp.add_argument("--topic", required=True)
     dp.add_argument("--partition", type=int, required=True)
     dp.add_argument("--json", action="store_true", help="print a JSON list of producer objects")
-    add_bootstrap(dp)
+    add_bootstrap(dp, command_config=True)
     dp.set_defaults(func=guarded("samsa transactions describe-producers", describe_producers))
 
     ab = tsub.add_parser(
@@ -95,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                     "(Kafka's tool can also write markers for a given partition and producer; there "
                     "is no client API for that.)")
     ab.add_argument("--transactional-id", required=True, metavar="ID")
-    add_bootstrap(ab)
+    add_bootstrap(ab, command_config=True)
     ab.set_defaults(func=guarded("samsa transactions abort", abort))
 
 

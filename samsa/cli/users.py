@@ -10,9 +10,10 @@ import sys
 import time
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from ._common import (
     REQUEST_TIMEOUT_S,
-    CliError,
     UsageError,
     add_bootstrap,
     admin_result,
@@ -20,6 +21,7 @@ from ._common import (
     describe_error,
     guarded,
     print_table,
+    security_failure,
 )
 
 PROG = "samsa users scram"
@@ -35,9 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ssub = sp.add_subparsers(dest="scram_command", required=True, metavar="ACTION")
 
     def common(q: argparse.ArgumentParser) -> None:
-        add_bootstrap(q)
-        q.add_argument("--command-config", metavar="FILE",
-                       help="client properties file (security.protocol, sasl.mechanism, ...)")
+        add_bootstrap(q, command_config=True)
 
     s = ssub.add_parser("set", help="create or replace a user's credential")
     s.add_argument("--user", required=True)
@@ -60,64 +60,25 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     x.set_defaults(func=guarded(f"{PROG} delete", _delete))
 
 
-def _admin(args: argparse.Namespace) -> _Admin:
+def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    from samsa.config import read_properties
-
-    conf = base_config(args.bootstrap_server)
-    auth_errors: list[Any] = []
-
-    def on_error(err: Any) -> None:  # a failed SASL login fails the command at once
-        from confluent_kafka import KafkaError
-
-        if err.code() == KafkaError._AUTHENTICATION:
-            auth_errors.append(err)
-    conf["error_cb"] = on_error
-    if args.command_config:
-        try:
-            conf.update(librdkafka_properties(read_properties(args.command_config)))
-        except (OSError, ValueError) as e:
-            raise UsageError(f"cannot read --command-config: {e}") from None
-    return _Admin(AdminClient(conf), auth_errors)
+    try:
+        return AdminClient(base_config(args.bootstrap_server))
+    except KafkaException as e:
+        raise UsageError(f"bad client configuration: {describe_error(e)}") from None
 
 
-class _Admin:
-    """An AdminClient and the authentication errors its error_cb saw."""
-
-    def __init__(self, client: Any, auth_errors: list[Any]) -> None:
-        self.client = client
-        self.auth_errors = auth_errors
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.client, name)
-
-
-def _wait(admin: _Admin, fut: Any) -> Any:
-    """The future's result; CliError as soon as the client reports a failed authentication
-    (librdkafka would otherwise retry until the request times out)."""
+def _wait(admin: Any, fut: Any) -> Any:
+    """The future's result; CliError as soon as the client reports a failed TLS handshake or
+    SASL login (librdkafka would otherwise retry until the request times out)."""
     deadline = time.monotonic() + REQUEST_TIMEOUT_S + 5
     while not fut.done() and time.monotonic() < deadline:
         admin.poll(0.1)
-        if admin.auth_errors:
-            raise CliError(admin.auth_errors[0].str())
+        failed = security_failure()
+        if failed is not None:
+            raise failed
     return admin_result(fut)
-
-
-def librdkafka_properties(props: dict[str, str]) -> dict[str, str]:
-    """A Java client's properties for librdkafka: sasl.jaas.config's username/password become
-    sasl.username/sasl.password (librdkafka has no JAAS)."""
-    from samsa.security.sasl.jaas import parse_jaas
-
-    out = dict(props)
-    jaas = out.pop("sasl.jaas.config", None)
-    if jaas:
-        _, opts = parse_jaas(jaas)
-        if "username" in opts:
-            out.setdefault("sasl.username", opts["username"])
-        if "password" in opts:
-            out.setdefault("sasl.password", opts["password"])
-    return out
 
 
 def _mech(name: str) -> Any:
@@ -154,8 +115,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from confluent_kafka import KafkaException
-
     admin = _admin(args)
     rows = []
     if args.user:

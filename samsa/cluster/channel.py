@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import struct
+import time
 from dataclasses import is_dataclass
 from functools import cache
 from typing import Any
@@ -21,7 +23,10 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from samsa.cluster.node_security import NodeAuthError, NodeSecurity, open_node_connection
 from samsa.protocol.codec import Chunks, build
+
+log = logging.getLogger("samsa.cluster.channel")
 
 _SIZE = struct.Struct(">i")
 _CORR = struct.Struct(">i")
@@ -52,6 +57,14 @@ def dial_address(host: str, port: int) -> tuple[str, int]:
 
 class ChannelError(Exception):
     """A request that got no usable response; the message says which node and why."""
+
+
+class ChannelAuthError(ChannelError):
+    """The peer refused this node's identity (SASL credentials, TLS certificate), or this node
+    refused the peer's certificate: a configuration problem, logged as an error."""
+
+
+AUTH_LOG_EVERY_S = 30.0  # an authentication failure is logged at most this often per channel
 
 
 @cache
@@ -90,11 +103,15 @@ class NodeChannel:
     """Requests to one node at `host:port` (its controller or inter-broker listener)."""
 
     def __init__(self, host: str, port: int, client_id: str = "samsa-node",
-                 timeout_s: float = 30.0) -> None:
+                 timeout_s: float = 30.0, security: NodeSecurity | None = None) -> None:
+        """`security`: TLS / SASL of the listener dialled (samsa.cluster.node_security;
+        None is PLAINTEXT)."""
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
+        self._auth_logged = -1e9
         self._conn: _Connection | None = None
         self._connecting = asyncio.Lock()
         self._next_corr = 0
@@ -181,8 +198,11 @@ class NodeChannel:
             if conn is not None and not conn.closed:
                 return conn
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(*dial_address(self.host, self.port)), timeout)
+                reader, writer = await open_node_connection(
+                    self.host, self.port, self.security, timeout, self.client_id, dial_address)
+            except NodeAuthError as e:
+                self._log_auth_failure(str(e))
+                raise ChannelAuthError(f"{self}: failed authentication: {e}") from None
             except TimeoutError:
                 raise ChannelError(f"{self}: connection not established within {timeout:g} s") \
                     from None
@@ -192,6 +212,14 @@ class NodeChannel:
             conn.task = asyncio.get_running_loop().create_task(self._read_loop(conn))
             self._conn = conn
             return conn
+
+    def _log_auth_failure(self, why: str) -> None:
+        now = time.monotonic()
+        if now - self._auth_logged >= AUTH_LOG_EVERY_S:
+            self._auth_logged = now
+            sec = self.security.describe() if self.security is not None else "PLAINTEXT"
+            log.error("Connection to node %s:%d (%s) failed authentication due to: %s",
+                      self.host, self.port, sec, why)
 
     async def _read_loop(self, conn: _Connection) -> None:
         why = "connection closed by the peer"
@@ -234,9 +262,11 @@ class NodeChannel:
 class ChannelPool:
     """One NodeChannel per node id; an address change replaces the node's channel."""
 
-    def __init__(self, client_id: str = "samsa-node", timeout_s: float = 30.0) -> None:
+    def __init__(self, client_id: str = "samsa-node", timeout_s: float = 30.0,
+                 security: NodeSecurity | None = None) -> None:
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
         self._channels: dict[int, NodeChannel] = {}
         self._retired: set[asyncio.Task[None]] = set()
 
@@ -248,7 +278,7 @@ class ChannelPool:
             task = asyncio.get_running_loop().create_task(ch.close())
             self._retired.add(task)
             task.add_done_callback(self._retired.discard)
-        ch = NodeChannel(host, port, self.client_id, self.timeout_s)
+        ch = NodeChannel(host, port, self.client_id, self.timeout_s, self.security)
         self._channels[node_id] = ch
         return ch
 

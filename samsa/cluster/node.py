@@ -86,6 +86,10 @@ class ClusterNode:
                               f"{config.get('process.roles')}) but is not in "
                               f"controller.quorum.voters ({config.get('controller.quorum.voters')})")
         self.voters = voters
+        # how this node dials the controllers' listener (TLS / SASL; docs/security.md)
+        from samsa.cluster.node_security import controller_security
+
+        self.security = None if self.embedded else controller_security(config)
         self.image = MetadataImage()
         self.driver: QuorumDriver | None = None
         self.controller: Any = None  # QuorumController when this node has the controller role
@@ -165,7 +169,8 @@ class ClusterNode:
             on_commit=self._on_commit, on_snapshot=self._on_snapshot,
             take_snapshot=lambda: encode_snapshot(self.image),
             on_leader_change=self._on_leader_change,
-            snapshot_bytes=self.config.get_int("metadata.log.max.record.bytes.between.snapshots"))
+            snapshot_bytes=self.config.get_int("metadata.log.max.record.bytes.between.snapshots"),
+            security=self.security)
         if "controller" in self.roles:
             from samsa.cluster.controller import QuorumController
 

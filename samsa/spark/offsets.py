@@ -5,12 +5,15 @@ Offset maps are dicts keyed by "topic/partition" (string keys: Spark round-trips
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from .. import kafka_util
+from ..client_security import fail_on_auth_error
 from .options import EARLIEST, LATEST, OffsetSpec, SourceOptions, Subscription, key, split_key
 
 TIMEOUT_S = 30.0
@@ -21,17 +24,19 @@ class DataLossError(RuntimeError):
     pass
 
 
-def consumer_conf(client: dict[str, str]) -> dict[str, object]:
-    # Spark (the Java client) reads uncommitted by default; librdkafka defaults to read_committed
+def consumer_conf(client: dict[str, Any]) -> dict[str, object]:
+    # Spark (the Java client) reads uncommitted by default; librdkafka defaults to read_committed.
+    # A failed TLS handshake or SASL login fails the next poll at once, as in the Java client.
     conf: dict[str, object] = {"group.id": "samsa-spark", "enable.auto.commit": False,
                                "isolation.level": "read_uncommitted",
-                               "enable.auto.offset.store": False, "log_level": 3}
+                               "enable.auto.offset.store": False, "log_level": 3,
+                               "error_cb": fail_on_auth_error}
     conf.update(client)
     return conf
 
 
 @contextmanager
-def consumer(client: dict[str, str]) -> Iterator[Consumer]:
+def consumer(client: dict[str, Any]) -> Iterator[Consumer]:
     c = Consumer(consumer_conf(client))
     try:
         yield c
@@ -41,7 +46,7 @@ def consumer(client: dict[str, str]) -> Iterator[Consumer]:
 
 def partitions(c: Consumer, sub: Subscription) -> list[str]:
     """The partitions the subscription covers right now, as sorted "topic/partition" keys."""
-    md = c.list_topics(timeout=TIMEOUT_S)
+    md = metadata(c)
     if sub.kind == "assign":
         return [key(t, p) for t, p in sub.assigned if t in md.topics and p in md.topics[t].partitions]
     out: list[str] = []
@@ -52,6 +57,19 @@ def partitions(c: Consumer, sub: Subscription) -> list[str]:
             continue  # internal topics are not matched by patterns, as in Kafka
         out.extend(key(name, p) for p in tmd.partitions)
     return sorted(out)
+
+
+def metadata(c: Consumer, timeout_s: float = TIMEOUT_S) -> Any:
+    """All topics' metadata, asked in short attempts with a poll between two so that a failed
+    authentication (error_cb) ends the wait at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return c.list_topics(timeout=max(0.1, min(ATTEMPT_S, deadline - time.monotonic())))
+        except KafkaException:
+            c.poll(0)  # no assignment: serves callbacks only (and raises an auth failure)
+            if time.monotonic() >= deadline:
+                raise
 
 
 def watermark(c: Consumer, tp: TopicPartition, timeout_s: float = TIMEOUT_S) -> tuple[int, int]:

@@ -58,7 +58,7 @@ class SourceOptions:
     subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec
-    client: dict[str, str]
+    client: dict[str, Any]
     include_headers: bool = False
     fail_on_data_loss: bool = True
     max_offsets_per_trigger: int | None = None
@@ -84,14 +84,23 @@ def split_key(k: str) -> tuple[str, int]:
     return topic, int(p)
 
 
-def client_config(opts: dict[str, str]) -> dict[str, str]:
-    """`kafka.*` options become librdkafka settings; bootstrap servers are required."""
+def client_config(opts: dict[str, str]) -> dict[str, Any]:
+    """`kafka.*` options become librdkafka settings; bootstrap servers are required. Security
+    options come as Spark's Kafka connector passes them to the Java client
+    (`kafka.security.protocol`, `kafka.sasl.mechanism`, `kafka.sasl.jaas.config`,
+    `kafka.ssl.truststore.location`, `kafka.ssl.keystore.*`, ...) and are translated
+    (samsa.client_security); librdkafka's own names work too."""
+    from samsa.client_security import SecurityConfigError, librdkafka_config
+
     conf = {k[len("kafka."):]: v for k, v in opts.items() if k.startswith("kafka.")}
     if "bootstrap.servers" not in conf:
         raise OptionError("option 'kafka.bootstrap.servers' must be specified")
     for k in _MANAGED:
         conf.pop(k, None)
-    return conf
+    try:
+        return librdkafka_config(conf)
+    except SecurityConfigError as e:
+        raise OptionError(f"kafka.* security options: {e}") from None
 
 
 def _bool(opts: dict[str, str], name: str, default: bool) -> bool:
@@ -215,7 +224,7 @@ def source_options(raw: dict[str, str], streaming: bool) -> SourceOptions:
 
 @dataclass(frozen=True)
 class SinkOptions:
-    client: dict[str, str]
+    client: dict[str, Any]
     topic: str | None
 
 

@@ -55,8 +55,11 @@ def check_schema(schema: StructType, opts: SinkOptions) -> None:
 
 
 def producer_conf(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
+    from samsa.client_security import fail_on_auth_error
+
     conf: dict[str, Any] = {"enable.idempotence": True, "linger.ms": 5, "batch.size": 1_000_000,
-                            "queue.buffering.max.messages": 500_000, "log_level": 3}
+                            "queue.buffering.max.messages": 500_000, "log_level": 3,
+                            "error_cb": fail_on_auth_error}
     conf.update(opts.client)
     conf.update(extra)
     return conf

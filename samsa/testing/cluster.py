@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from . import free_port, terminate
 from .faultproxy import FaultProxy, Link
@@ -318,6 +319,8 @@ class SamsaCluster:
         self.proxied = proxied
         self.proxy: FaultProxy | None = None
         self.links: dict[tuple[int, int], Link] = {}
+        # TLS / SASL of the harness's own questions (samsa.testing.secure_cluster); None: PLAINTEXT
+        self.wire_security: Any = None
 
     def _existing_cluster_id(self) -> str | None:
         """A data dir used before keeps its cluster id (restart of `samsa cluster up`)."""
@@ -464,6 +467,15 @@ class SamsaCluster:
         self.node(node_id).resume()
 
     # ---- questions over the wire ----------------------------------------------------------------
+    def _wire(self, address: str, timeout: float) -> Any:
+        from samsa.cli import _cluster_wire as w
+
+        if self.wire_security is None:
+            return w.connect(address, timeout)
+        from .secure_cluster import wire_connect
+
+        return wire_connect(address, timeout, self.wire_security)
+
     def _live(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.running and not n.paused]
 
@@ -478,7 +490,7 @@ class SamsaCluster:
                 if not address:
                     continue
                 try:
-                    with w.connect(address, timeout) as conn:
+                    with self._wire(address, timeout) as conn:
                         q = w.describe_quorum(conn)
                 except w.CliError:
                     continue
@@ -516,7 +528,7 @@ class SamsaCluster:
             if not node.bootstrap:
                 continue
             try:
-                with w.connect(node.bootstrap, timeout) as conn:
+                with self._wire(node.bootstrap, timeout) as conn:
                     info = w.describe_cluster(conn)
             except w.CliError as e:
                 errors.append(str(e))

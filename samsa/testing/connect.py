@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -29,8 +30,14 @@ class ConnectWorker:
     def __init__(self, bootstrap: str, work_dir: Path, *, distributed: bool = False,
                  group_id: str = "connect-cluster", props: dict[str, str] | None = None,
                  connector_files: list[Path] | None = None, port: int | None = None,
-                 name: str = "worker", startup_timeout: float = 60.0) -> None:
+                 name: str = "worker", startup_timeout: float = 60.0,
+                 https: bool = False, verify: Any = True,
+                 cert: tuple[str, str] | None = None) -> None:
+        """`https`: the REST listener is https:// (its listeners.https.ssl.* come in `props`);
+        `verify` (a CA file or an SSLContext) and `cert` (client certificate, key) are what this
+        helper's own REST client uses."""
         self.bootstrap = bootstrap
+        self.scheme = "https" if https else "http"
         self.dir = Path(work_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.distributed = distributed
@@ -38,7 +45,8 @@ class ConnectWorker:
         self.name = name
         self.connector_files = list(connector_files or [])
         self.startup_timeout = startup_timeout
-        base = {"bootstrap.servers": bootstrap, "listeners": f"http://127.0.0.1:{self.port}",
+        base = {"bootstrap.servers": bootstrap,
+                "listeners": f"{self.scheme}://127.0.0.1:{self.port}",
                 "offset.flush.interval.ms": "1000",
                 # a killed worker's sink consumers leave their groups after 6 s, not 45 s
                 "consumer.session.timeout.ms": "6000", "consumer.heartbeat.interval.ms": "1000",
@@ -61,11 +69,16 @@ class ConnectWorker:
         self.properties_path = self.dir / f"{name}.properties"
         self.log_path = self.dir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.http = httpx.Client(base_url=self.url, timeout=30.0)
+        if isinstance(verify, str | Path):  # httpx wants an SSLContext (and the cert in it)
+            ctx = ssl.create_default_context(cafile=str(verify))
+            if cert is not None:
+                ctx.load_cert_chain(*cert)
+            verify = ctx
+        self.http = httpx.Client(base_url=self.url, timeout=30.0, verify=verify)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{self.scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> ConnectWorker:
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))

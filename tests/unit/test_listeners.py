@@ -122,11 +122,14 @@ def test_advertised_listeners_and_inter_broker_listener() -> None:
     ({"process.roles": "controller", "controller.quorum.voters": VOTERS,
       "listeners": "CONTROLLER://127.0.0.1:9093", "advertised.listeners": "CONTROLLER://x:1"},
      "The advertised.listeners config must be empty when process.roles=controller"),
-    # TLS between nodes is not there yet: refused rather than silently plaintext
-    ({"process.roles": "controller", "controller.quorum.voters": VOTERS,
-      "listeners": "CONTROLLER://127.0.0.1:9093",
-      "listener.security.protocol.map": "CONTROLLER:SSL"},
-     "Samsa nodes talk to each other over PLAINTEXT only"),
+    # node-to-node SASL: Kafka's checks of the inter-broker mechanism and listener name
+    ({"listeners": "SASL_SSL://127.0.0.1:9092", "inter.broker.listener.name": "SASL_SSL",
+      "sasl.enabled.mechanisms": "PLAIN"},
+     "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when "
+     "SASL is used for inter-broker communication"),
+    ({"listeners": "SASL_SSL://127.0.0.1:9092", "security.inter.broker.protocol": "SASL_SSL",
+      "inter.broker.listener.name": "SASL_SSL", "sasl.enabled.mechanisms": "PLAIN"},
+     "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."),
 ])
 def test_startup_checks(kv: dict[str, str], why: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -195,3 +198,21 @@ def test_valid_nodes() -> None:
         "node.id": "2", "controller.quorum.voters": VOTERS,
         "listeners": "PLAINTEXT://127.0.0.1:9192,CONTROLLER://127.0.0.1:9193"}))
     assert [x.port for x in voter[0]] == [9192, 9193]
+
+
+def test_tls_and_sasl_between_nodes_accepted() -> None:
+    """Controller and inter-broker listeners may be SSL / SASL_SSL (they were refused before
+    node-to-node security existed); security.inter.broker.protocol names the listener."""
+    bind, adv = validate_node(BrokerConfig({
+        "process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": VOTERS,
+        "listeners": "SASL_SSL://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
+        "security.inter.broker.protocol": "SASL_SSL", "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN"}))
+    assert [(x.name, x.security_protocol) for x in bind] == [("SASL_SSL", "SASL_SSL"),
+                                                             ("CONTROLLER", "SSL")]
+    assert controller_listeners(BrokerConfig({
+        "process.roles": "controller", "node.id": "1", "controller.quorum.voters": VOTERS,
+        "listeners": "CONTROLLER://127.0.0.1:9093",
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL"}))[0].security_protocol == \
+        "SASL_SSL"

@@ -14,6 +14,7 @@ from . import (
     cluster_gate,
     configs,
     controller_apis,
+    controller_authz,
     fetch,
     groups,
     markers,
@@ -114,6 +115,17 @@ CONTROLLER_HANDLERS: dict[int, Any] = {
     apis.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,  # forwarded by brokers
     apis.ALTER_USER_SCRAM_CREDENTIALS: sasl.alter_user_scram_credentials,  # forwarded (sasl)
 }
+
+# node-to-node security (sec-cluster): SASL on CONTROLLER listeners (the exchange runs in
+# samsa.security.sasl.authenticator; these answer the requests outside one), then Kafka's
+# ControllerApis authorization (handlers/controller_authz.py; cluster_gate for the cluster-wide
+# admin APIs a client may also send there)
+CONTROLLER_HANDLERS[apis.SASL_HANDSHAKE] = sasl.sasl_handshake
+CONTROLLER_HANDLERS[apis.SASL_AUTHENTICATE] = sasl.sasl_authenticate
+CONTROLLER_HANDLERS.update({api: cluster_gate.gated(api, CONTROLLER_HANDLERS[api])
+                            for api in cluster_gate.GATES
+                            if api in CONTROLLER_HANDLERS and api != apis.DESCRIBE_QUORUM})
+CONTROLLER_HANDLERS.update(controller_authz.gate_all(CONTROLLER_HANDLERS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.cluster.channel import dial_address
+from samsa.cluster.node_security import NodeAuthError, NodeSecurity, open_node_connection
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
 from samsa.cluster.quorum.disk.log import FileRaftLog
@@ -45,6 +46,7 @@ RESIGN_WAIT_S = 1.0  # stop(resign=True) waits this long at most for EndQuorumEp
 MAX_RECONNECT_BACKOFF_MS = 1000
 DELIVER_CHUNK = 1024
 _CORR = struct.Struct(">i")
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 __all__ = ["PARTITION_DIR", "NotLeaderError", "QuorumDriver", "WireError"]
 
@@ -82,6 +84,7 @@ class QuorumDriver:
         take_snapshot: Callable[[], bytes],
         on_leader_change: Callable[[int | None, int], None] = _ignore_leader_change,
         snapshot_bytes: int = 20971520,
+        security: NodeSecurity | None = None,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
@@ -89,6 +92,8 @@ class QuorumDriver:
         self.config = config
         self.cluster_id = cluster_id
         self._cluster_id_warned: dict[int, float] = {}
+        self._auth_warned: dict[int, float] = {}
+        self.security: NodeSecurity | None = security  # how voters' listeners are dialled
         self._on_commit = on_commit
         self._on_snapshot = on_snapshot
         self._take_snapshot = take_snapshot
@@ -463,11 +468,12 @@ class QuorumDriver:
         loop = asyncio.get_running_loop()
         ep = self.voters[dst]
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*dial_address(ep.host, ep.port)),
-                self.config.request_timeout_ms / 1000,
-            )
-        except (OSError, TimeoutError):
+            reader, writer = await open_node_connection(
+                ep.host, ep.port, self.security, self.config.request_timeout_ms / 1000,
+                f"samsa-raft-{self.node_id}", dial_address)
+        except (OSError, TimeoutError, NodeAuthError) as e:
+            if isinstance(e, NodeAuthError):
+                self._auth_failed(dst, str(e))
             link.backoff_ms = min(
                 MAX_RECONNECT_BACKOFF_MS, max(self.config.retry_backoff_ms, 2 * link.backoff_ms, 1)
             )
@@ -503,10 +509,26 @@ class QuorumDriver:
             link.retry_at = loop.time() + self.config.retry_backoff_ms / 1000
         self._fail(dst)
 
+    def _auth_failed(self, dst: int, why: str) -> None:
+        """This node cannot authenticate to voter `dst` (or is not authorized there): it can
+        never reach the quorum that way, so say so (once a minute per peer)."""
+        now = asyncio.get_running_loop().time()
+        if now - self._auth_warned.get(dst, -1e9) >= 60.0:
+            self._auth_warned[dst] = now
+            ep = self.voters[dst]
+            sec = self.security.describe() if self.security is not None else "PLAINTEXT"
+            log.error("quorum: Connection to node %d (%s:%d, %s) failed authentication due "
+                      "to: %s", dst, ep.host, ep.port, sec, why)
+
     def _check_cluster_id(self, dst: int, resp: m.Message) -> None:
         """A voter of another cluster answers INCONSISTENT_CLUSTER_ID: the node can never join, so
         say so (once a minute per peer) instead of waiting silently."""
-        if getattr(resp.body, "error_code", None) != m.INCONSISTENT_CLUSTER_ID:
+        code = getattr(resp.body, "error_code", None)
+        if code == CLUSTER_AUTHORIZATION_FAILED:
+            self._auth_failed(dst, "CLUSTER_AUTHORIZATION_FAILED: this node's principal lacks "
+                                   "CLUSTER_ACTION on the cluster (make it a super user)")
+            return
+        if code != m.INCONSISTENT_CLUSTER_ID:
             return
         now = asyncio.get_running_loop().time()
         if now - self._cluster_id_warned.get(dst, -1e9) >= 60.0:

@@ -146,7 +146,8 @@ class ReplicaFetcher:
                 asyncio.ensure_future(ch.close())
             ch = self._channel = NodeChannel(
                 ep[0], ep[1], client_id=f"samsa-replica-fetcher-{self.manager.node_id}-"
-                f"{self.leader}-{self.index}", timeout_s=self.manager.cfg.socket_timeout_s)
+                f"{self.leader}-{self.index}", timeout_s=self.manager.cfg.socket_timeout_s,
+                security=getattr(self.manager, "security", None))  # inter-broker TLS / SASL
         return ch
 
     async def _fetch_once(self, channel: NodeChannel, ready: list[Following]) -> None:

@@ -73,7 +73,8 @@ def endpoint(fn: Callable[[ConnectRestApp, Request], Awaitable[Response]]) -> Ca
             return await fn(self, request)
         except NotLeaderException as e:
             try:
-                return await forward(request, e.leader_url, self.request_timeout_s)
+                return await forward(request, e.leader_url, self.request_timeout_s,
+                                     verify=self.client_tls)
             except RestError as e2:
                 return error_response(e2.status, e2.message)
         except Exception as e:  # every failure becomes Connect's error body
@@ -113,10 +114,13 @@ class ConnectRestApp:
     def __init__(self, herder: HerderSource, *, loggers: Loggers | None = None,
                  topic_tracking: bool | None = None, topic_tracking_reset: bool | None = None,
                  request_timeout_s: float = REQUEST_TIMEOUT_S, max_body: int = MAX_BODY,
-                 allow_origin: str = "", allow_methods: str = "") -> None:
+                 allow_origin: str = "", allow_methods: str = "",
+                 client_tls: Any = None) -> None:
         """`allow_origin` / `allow_methods`: the worker's `access.control.allow.origin` and
-        `access.control.allow.methods` (CORS; methods default to GET, POST, HEAD as Kafka's)."""
+        `access.control.allow.methods` (CORS; methods default to GET, POST, HEAD as Kafka's).
+        `client_tls`: the ssl.SSLContext requests forwarded to other workers use (HTTPS)."""
         self._herder = herder
+        self.client_tls = client_tls
         self.loggers = loggers or Loggers()
         self._topic_tracking = topic_tracking
         self._topic_tracking_reset = topic_tracking_reset

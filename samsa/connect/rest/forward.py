@@ -6,6 +6,7 @@ rebalance in flight cannot make requests bounce forever)."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -32,8 +33,10 @@ def target_url(leader_url: str, request: Request, recursive: bool) -> str:
     return f"{leader_url.rstrip('/')}{request.url.path}?{urlencode(params)}"
 
 
-async def forward(request: Request, leader_url: str | None, timeout_s: float) -> Response:
-    """The leader's answer to this request, relayed as it came (status and body)."""
+async def forward(request: Request, leader_url: str | None, timeout_s: float,
+                  verify: Any = None) -> Response:
+    """The leader's answer to this request, relayed as it came (status and body). `verify`: the
+    ssl.SSLContext for an https leader (None: httpx's default)."""
     flag = forward_flag(request)
     if flag is False:
         raise RestError(409, CONFLICT_HOPS)
@@ -45,7 +48,8 @@ async def forward(request: Request, leader_url: str | None, timeout_s: float) ->
     if "authorization" in request.headers:  # Kafka's RestClient passes the caller's credentials on
         headers["authorization"] = request.headers["authorization"]
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
+        async with httpx.AsyncClient(timeout=timeout_s,
+                                     verify=verify if verify is not None else True) as client:
             resp = await client.request(request.method, url, content=body, headers=headers)
     except httpx.HTTPError as e:
         raise RestError(500, f"IO Error trying to forward REST request: {e}") from None

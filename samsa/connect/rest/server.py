@@ -1,5 +1,6 @@
 """Running the Connect REST API on uvicorn inside the worker's process (on its event loop), as the
-schema registry runs inside `samsa serve`. `listeners` takes Kafka's form: http://host:port."""
+schema registry runs inside `samsa serve`. `listeners` takes Kafka's form: http://host:port, or
+https://host:port with the TLS settings of rest/tls.py (KIP-208's listeners.https.ssl.*)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from urllib.parse import urlparse
 import uvicorn
 
 from .app import ConnectRestApp, HerderSource
+from .tls import RestTls
 
 log = logging.getLogger("samsa.connect.rest")
 
@@ -37,9 +39,15 @@ class ConnectRestServer:
     """`start()` listens (port 0 picks a free one: see `.port`), `stop()` closes."""
 
     def __init__(self, herder: HerderSource, listener: str = DEFAULT_LISTENER,
-                 app: ConnectRestApp | None = None, **options: Any) -> None:
+                 app: ConnectRestApp | None = None, tls: RestTls | None = None,
+                 **options: Any) -> None:
         """`herder` may be a function returning it (see ConnectRestApp); `options` go to the
-        app (CORS settings...)."""
+        app (CORS settings...); `tls` serves HTTPS (an https:// listener needs it)."""
+        if listener.lower().startswith("https://") and tls is None:
+            raise ValueError(f"listener {listener} needs TLS settings (listeners.https.ssl.*)")
+        self.tls = tls
+        if tls is not None and "client_tls" not in options:
+            options["client_tls"] = tls.client_context()
         self.app = app or ConnectRestApp(herder, **options)
         self.host, self.port = host_port(listener)
         self._server: _Server | None = None
@@ -49,11 +57,12 @@ class ConnectRestServer:
     def url(self) -> str:
         """This worker's REST URL as other workers reach it (0.0.0.0 shown as 127.0.0.1)."""
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         cfg = uvicorn.Config(self.app.app, host=self.host, port=self.port, log_level="warning",
-                             access_log=False, lifespan="off", timeout_keep_alive=30)
+                             access_log=False, lifespan="off", timeout_keep_alive=30,
+                             **(self.tls.uvicorn_options() if self.tls is not None else {}))
         self._server = _Server(cfg)
         # bind here: uvicorn would sys.exit() on a bind error, which must not end the worker
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

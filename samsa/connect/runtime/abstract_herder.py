@@ -178,7 +178,7 @@ class AbstractHerder(Herder):
     # ---- sink offsets: the connector's consumer group ---------------------------------------
     def admin(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.config.bootstrap, "log_level": 3})
+            self._admin = AdminClient(self.config.admin_client())
         return self._admin
 
     def sink_group(self, name: str, config: dict[str, str]) -> str:

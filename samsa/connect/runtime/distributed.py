@@ -76,8 +76,7 @@ class DistributedHerder(AbstractHerder):
         from .stores.status_store import KafkaStatusBackingStore
 
         props = {k: str(v) for k, v in config.originals.items()}
-        client = {"bootstrap.servers": config.bootstrap, "log_level": 3,
-                  **config.client_props("admin.")}
+        client = config.admin_client()
         self.kafka_status = KafkaStatusBackingStore.from_worker_config(props, client, worker_id)
         super().__init__(config, plugins, worker_id, self.kafka_status,
                          kafka_cluster_id)
@@ -99,7 +98,10 @@ class DistributedHerder(AbstractHerder):
         self.leader_url: str | None = None
         self._reconfigure: set[str] = set()
         self._rejoin_at: float | None = None
-        self.http = httpx.Client(timeout=FORWARD_TIMEOUT_S)
+        from ..rest.tls import rest_tls
+        tls = rest_tls(f"{config.rest_scheme()}://", config.originals)
+        self.http = httpx.Client(timeout=FORWARD_TIMEOUT_S,
+                                 verify=tls.client_context() if tls is not None else True)
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> None:

@@ -73,6 +73,5 @@ class OffsetsAccess:
 
 def offsets_for(config: WorkerConfig) -> OffsetsAccess:
     props = {k: str(v) for k, v in config.originals.items()}
-    client = {"bootstrap.servers": config.bootstrap, "log_level": 3,
-              **config.client_props("admin.")}
+    client = config.admin_client()
     return OffsetsAccess(offset_store_for(props, client, config.distributed))

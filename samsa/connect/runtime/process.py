@@ -37,14 +37,33 @@ def read_connector_file(path: str) -> tuple[str, dict[str, str], TargetState | N
     return cfg.get("name", ""), cfg, None
 
 
-def kafka_cluster_id(bootstrap: str, timeout_s: float = 30.0) -> str:
+def kafka_cluster_id(bootstrap: str, timeout_s: float = 30.0,
+                     client: dict[str, Any] | None = None) -> str:
+    """The cluster id; `client`: the worker's admin settings (security). A failed TLS handshake
+    or SASL login stops the worker at once with the broker's reason, as Kafka's worker fails."""
+    import time
+
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    try:
-        md = admin.list_topics(timeout=timeout_s)
-    except Exception as e:
-        raise ConnectException(f"cannot reach the brokers at {bootstrap}: {e}") from None
-    return str(md.cluster_id or "")
+
+    from samsa.client_security import fail_on_auth_error
+
+    conf: dict[str, Any] = {**(client or {}), "bootstrap.servers": bootstrap, "log_level": 3,
+                            "error_cb": fail_on_auth_error}
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            md = admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+            return str(md.cluster_id or "")
+        except KafkaException as e:
+            try:
+                admin.poll(0)  # runs error_cb: raises a failed authentication
+            except KafkaException as auth:
+                raise ConnectException(f"cannot connect to the brokers at {bootstrap}: "
+                                       f"{auth.args[0].str()}") from None
+            if time.monotonic() >= deadline:
+                raise ConnectException(f"cannot reach the brokers at {bootstrap}: {e}") from None
 
 
 class WorkerProcess:
@@ -63,12 +82,16 @@ class WorkerProcess:
 
     async def start(self) -> None:
         plugins = await asyncio.to_thread(Plugins, self.config.get("plugin.path") or [])
-        cluster_id = await asyncio.to_thread(kafka_cluster_id, self.config.bootstrap)
+        cluster_id = await asyncio.to_thread(kafka_cluster_id, self.config.bootstrap, 30.0,
+                                             self.config.admin_client())
         from ..rest.server import ConnectRestServer
+        from ..rest.tls import rest_tls
         holder: dict[str, Any] = {}
         host, port = self.config.rest_listener()
+        scheme = self.config.rest_scheme()
+        tls = rest_tls(f"{scheme}://", self.config.originals)
         self._server = ConnectRestServer(
-            lambda: holder["herder"], f"http://{host}:{port}",
+            lambda: holder["herder"], f"{scheme}://{host}:{port}", tls=tls,
             allow_origin=str(self.config.get("access.control.allow.origin") or ""),
             allow_methods=str(self.config.get("access.control.allow.methods") or ""))
         await self._server.start()
@@ -108,6 +131,7 @@ async def run_worker(props: dict[str, Any], distributed: bool, connector_files: 
         loop.add_signal_handler(sig, stop.set)
     await proc.start()
     print(f"samsa connect: {'distributed' if distributed else 'standalone'} worker, REST API at "
-          f"http://{proc.config.rest_listener()[0]}:{proc.port}", flush=True)
+          f"{proc.config.rest_scheme()}://{proc.config.rest_listener()[0]}:{proc.port}",
+          flush=True)
     await stop.wait()
     await proc.stop()

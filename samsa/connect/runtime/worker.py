@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any, Protocol
 
+from samsa.client_security import librdkafka_config
+
 from ..api import Connector, SinkConnector, SinkTask, SourceConnector, SourceTask
 from ..errors import ConfigException, ConnectException
 from ..plugins import Plugins, PluginType
@@ -282,7 +284,7 @@ class Worker:
         cfg.update(self._overrides(cprops, "producer"))
         if transactional:
             cfg["enable.idempotence"] = True
-        return cfg
+        return librdkafka_config(cfg)
 
     def consumer_config(self, tid: ConnectorTaskId, cprops: dict[str, str]) -> dict[str, Any]:
         cfg: dict[str, Any] = {"bootstrap.servers": self.config.bootstrap,
@@ -293,12 +295,12 @@ class Worker:
                                "partition.assignment.strategy": "cooperative-sticky"}
         cfg.update(self.config.client_props("consumer."))
         cfg.update(self._overrides(cprops, "consumer"))
-        return cfg
+        return librdkafka_config(cfg)
 
     def _ensure_topic(self, topic: str, replication: int) -> None:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": self.config.bootstrap, "log_level": 3})
+        admin = AdminClient(self.config.admin_client())
         try:
             brokers = max(1, len(admin.list_topics(timeout=10).brokers))
             rf = brokers if replication < 0 else max(1, min(replication, brokers))

@@ -125,6 +125,47 @@ class WorkerConfig(AbstractConfig):
         """What the worker passes to its clients: `producer.*` / `consumer.*` / `admin.*`."""
         return {k[len(prefix):]: str(v) for k, v in self.originals.items() if k.startswith(prefix)}
 
+    # ---- client security (Kafka Connect's rules) ---------------------------------------------
+    # The worker's own clients (internal topics, group membership, admin work) use the top-level
+    # security.protocol / sasl.* / ssl.*; connectors' producers and consumers only what
+    # producer.* / consumer.* (and allowed *.override.*) give them; admin clients the top-level
+    # settings with admin.* over them. Java names are translated for librdkafka.
+    def security_settings(self) -> dict[str, Any]:
+        """The top-level security settings as librdkafka settings."""
+        from samsa.client_security import is_security_key, librdkafka_config
+
+        return librdkafka_config({k: str(v) for k, v in self.originals.items()
+                                  if is_security_key(k)})
+
+    def internal_client(self) -> dict[str, Any]:
+        """librdkafka settings of the worker's own clients (no admin.* prefix)."""
+        return {"bootstrap.servers": self.bootstrap, "log_level": 3, **self.security_settings()}
+
+    def admin_client(self, overrides: dict[str, str] | None = None) -> dict[str, Any]:
+        """An admin client's settings: the worker's, admin.* over them, then `overrides`
+        (a connector's admin.override.*)."""
+        from samsa.client_security import librdkafka_config
+
+        return librdkafka_config({**self.internal_client(), **self.client_props("admin."),
+                                  **(overrides or {})})
+
+    def node_security(self) -> Any:
+        """The group member's TLS/SASL (samsa.cluster.node_security.NodeSecurity), from the
+        top-level settings; None for PLAINTEXT."""
+        from samsa.client_security import ClientSecurity
+        from samsa.cluster.node_security import NodeSecurity
+
+        sec = ClientSecurity.from_config(self.security_settings())
+        if sec.protocol == "PLAINTEXT":
+            return None
+        claims = (("sub", sec.oauth_principal),) if sec.oauth_principal else ()
+        return NodeSecurity(listener="connect", protocol=sec.protocol,
+                            ssl_context=sec.ssl_context() if sec.uses_tls else None,
+                            check_hostname=sec.check_hostname,
+                            mechanism=sec.mechanism if sec.uses_sasl else None,
+                            username=sec.username or "", password=sec.password or "",
+                            token_claims=claims)
+
     @property
     def bootstrap(self) -> str:
         return ",".join(self.get("bootstrap.servers"))
@@ -140,10 +181,15 @@ class WorkerConfig(AbstractConfig):
         host, _, port = rest.rpartition(":")
         return host or "0.0.0.0", int(port or 8083)
 
+    def rest_scheme(self) -> str:
+        """http or https: the scheme of the first REST listener."""
+        first = str((self.get("listeners") or ["http://:8083"])[0])
+        return "https" if first.lower().startswith("https://") else "http"
+
     def advertised_url(self, bound_port: int) -> str:
         host, _ = self.rest_listener()
         adv_host = self.get("rest.advertised.host.name") or \
             (host if host not in ("0.0.0.0", "") else socket.gethostname())
         adv_port = self.get("rest.advertised.port") or bound_port
-        scheme = self.get("rest.advertised.listener") or "http"
+        scheme = self.get("rest.advertised.listener") or self.rest_scheme()
         return f"{scheme}://{adv_host}:{adv_port}/"

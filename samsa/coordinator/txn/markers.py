@@ -27,13 +27,15 @@ LocalWriter = Callable[[int, int, bool, Iterable[TP], int], Awaitable[dict[TP, i
 
 class MarkerSender:
     def __init__(self, node_id: int, image: Callable[[], MetadataImage], listener: str,
-                 write_local: LocalWriter, client_id: str = "samsa-txn-markers") -> None:
+                 write_local: LocalWriter, client_id: str = "samsa-txn-markers",
+                 security: Any = None) -> None:
+        """`security`: the inter-broker listener's TLS / SASL (cluster.node_security)."""
         self.node_id = node_id
         self.image = image
         self.listener = listener  # the inter-broker listener's name
         self.write_local = write_local
         # a pool of its own: the broker's pool keys node ids to their CONTROLLER endpoints
-        self.channels = ChannelPool(client_id=f"{client_id}-{node_id}")
+        self.channels = ChannelPool(client_id=f"{client_id}-{node_id}", security=security)
 
     async def write(self, producer_id: int, epoch: int, commit: bool, partitions: set[TP],
                     coordinator_epoch: int = 0) -> None:

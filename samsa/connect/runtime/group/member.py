@@ -98,6 +98,7 @@ class MemberConfig:
     request_timeout_ms: int = 40_000
     retry_backoff_ms: int = 100
     client_id: str = "samsa-connect"
+    security: Any = None  # NodeSecurity of the worker's top-level security settings (None: PLAINTEXT)
 
     @classmethod
     def from_worker_config(cls, config: Any, group_id: str | None = None) -> MemberConfig:
@@ -128,6 +129,8 @@ class MemberConfig:
                    connect_protocol=protocol,
                    request_timeout_ms=int(val("request.timeout.ms", 40_000)),
                    retry_backoff_ms=int(val("retry.backoff.ms", 100)),
+                   security=(config.node_security() if hasattr(config, "node_security")
+                             else None),
                    client_id=str(val("client.id", "samsa-connect")))
 
     def servers(self) -> list[tuple[str, int]]:
@@ -367,7 +370,8 @@ class WorkerGroupMember:
             ch = self._bootstrap.get((host, port))
             if ch is None:
                 ch = self._bootstrap[(host, port)] = NodeChannel(
-                    host, port, self.config.client_id, self.config.request_timeout_ms / 1000)
+                    host, port, self.config.client_id, self.config.request_timeout_ms / 1000,
+                    security=self.config.security)
             body = {"key_type": 0, "coordinator_keys": [self.config.group_id]}
             try:
                 left = max(0.05, deadline - loop.time())
@@ -376,7 +380,8 @@ class WorkerGroupMember:
                 c = resp.coordinators[0] if resp.coordinators else None
                 if c is not None and int(c.error_code) == NONE:
                     self._coordinator = NodeChannel(c.host, int(c.port), self.config.client_id,
-                                                    self.config.request_timeout_ms / 1000)
+                                                    self.config.request_timeout_ms / 1000,
+                                                    security=self.config.security)
                     log.debug("%r: coordinator is node %s at %s:%s", self, c.node_id, c.host,
                               c.port)
                     return True
