@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import shutil
 import signal
 import subprocess
@@ -114,7 +113,6 @@ def main() -> None:
                                     if ln.strip() and not ln.startswith("#")))
                 elif raw.exists():
                     summarize(raw, args.top)
-    os.environ.pop("_", None)
 
 
 if __name__ == "__main__":
