@@ -19,6 +19,13 @@ SENDFILE_MIN bytes is sent with os.sendfile straight to the socket when the tran
 empty (everything before it is already in the kernel, so order holds); what the socket does not take
 stays a slice in the outbox and is pread in chunks of at most FILE_CHUNK bytes as the socket drains.
 Every slice is released once written or dropped (closed connection, failed request).
+
+Reading (a BufferedProtocol, see RecvBuffers): the transport writes received bytes straight into
+the connection's buffers: small frames into a small per-connection scratch buffer, a frame larger
+than that straight into a pooled buffer of its size, copied once into the `bytes` the handlers
+get. Over TLS this lets the event loop decrypt straight into those buffers instead of allocating
+a 256 KiB bytes object per TLS record and joining them; in both protocols it saves the copies and
+fresh (page-faulting) allocations of growing one bytearray per frame.
 """
 from __future__ import annotations
 
@@ -58,6 +65,9 @@ FILE_CHUNK = 256 * 1024
 # Transport write buffer high-water mark: above it the outbox stops being pumped and the
 # connection stops being read.
 WRITE_HIGH_WATER = 256 * 1024
+# Per-connection receive scratch: small frames (and the start of big ones) land here. One TLS record
+# at most is 16 KiB, so reads over TLS fill it in whole records.
+RECV_SCRATCH = 16 * 1024
 
 Response = list[bytes] | FetchChunks
 
@@ -139,7 +149,55 @@ class _SliceCursor:
 OutItem = bytes | bytearray | memoryview | _SliceCursor
 
 
-class KafkaConnection(asyncio.Protocol):
+class RecvBuffers:
+    """Receive buffers for frames larger than a connection's scratch buffer, reused across
+    connections (one pool per broker, used on its event loop only). Fresh large buffers cost page
+    faults on every frame; a returned buffer is kept only while the pool holds less than
+    KEEP_BYTES, and buffers above MAX_POOLED are never kept, so an idle broker holds at most
+    KEEP_BYTES here. A new buffer is sized by the bytes received so far, not by the size the
+    frame announces, and grows as the rest arrives: announcing a huge frame reserves nothing."""
+
+    MIN_SIZE = 64 * 1024
+    MAX_POOLED = 8 * 1024 * 1024
+    KEEP_BYTES = 16 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self.free: list[bytearray] = []
+        self.kept = 0
+
+    def take(self, size: int, received: int) -> bytearray:
+        """A pooled buffer of at least `size` bytes, else a new one for about twice `received`."""
+        for i, b in enumerate(self.free):
+            if len(b) >= size:
+                del self.free[i]
+                self.kept -= len(b)
+                return b
+        return bytearray(self.next_size(size, received))
+
+    def next_size(self, size: int, have: int) -> int:
+        """Twice `have` (at least MIN_SIZE, a power of two so buffers are reused), at most what
+        the frame needs."""
+        want = max(self.MIN_SIZE, 1 << (2 * have - 1).bit_length() if have else 0)
+        full = 1 << (size - 1).bit_length() if size <= self.MAX_POOLED else size
+        return min(want, full)
+
+    def grow(self, buf: bytearray, size: int, filled: int) -> bytearray:
+        """A larger buffer holding buf's first `filled` bytes (a new one: the transport may still
+        hold a view of the old)."""
+        new = bytearray(self.next_size(size, len(buf)))
+        new[:filled] = memoryview(buf)[:filled]
+        self.give(buf)
+        return new
+
+    def give(self, buf: bytearray) -> None:
+        n = len(buf)
+        if n > self.MAX_POOLED or self.kept + n > self.KEEP_BYTES:
+            return
+        self.free.append(buf)
+        self.kept += n
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, spec: ListenerSpec | None = None,
                  listener_name: str | None = None) -> None:
         from .handlers import BROKER_SPEC
@@ -151,7 +209,15 @@ class KafkaConnection(asyncio.Protocol):
         self.supported = self.spec.supported
         self.limits: NetworkLimits = broker.network_limits
         self.max_request = self.limits.max_request
-        self.buf = bytearray()
+        # Receiving: bytes [rstart, rend) of `rbuf` are received and not yet framed; a frame
+        # too big for rbuf is received into `big` (from the broker's RecvBuffers) up to big_size.
+        self.rbuf = bytearray()  # allocated on first read
+        self.rstart = 0
+        self.rend = 0
+        self.big: bytearray | None = None
+        self.big_size = 0
+        self.big_filled = 0
+        self.recv_pool = self.limits.recv_buffers
         self.transport: asyncio.Transport | None = None
         self.pending: deque[asyncio.Future[Response | None]] = deque()
         self.outbox: deque[OutItem] = deque()
@@ -240,7 +306,11 @@ class KafkaConnection(asyncio.Protocol):
             if inspect.getcoroutinestate(coro) == inspect.CORO_SUSPENDED:
                 fut.cancel()
         self._drop_outbox()
-        self.buf = bytearray()
+        self.rbuf = bytearray()
+        self.rstart = self.rend = 0
+        if self.big is not None:
+            self.recv_pool.give(self.big)
+            self.big = None
         if self._mute_timer is not None:
             self._mute_timer.cancel()
             self._mute_timer = None
@@ -268,7 +338,8 @@ class KafkaConnection(asyncio.Protocol):
         elif not want_pause and self.read_paused:
             self.read_paused = False
             self.transport.resume_reading()
-            if self.buf:
+            if self.rend > self.rstart or (self.big is not None
+                                            and self.big_filled == self.big_size):
                 self._batched(self._process)
 
     def mute_for(self, ms: int) -> None:
@@ -291,10 +362,47 @@ class KafkaConnection(asyncio.Protocol):
         self._mute_timer = None
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport writes the next bytes: the rest of a big frame's buffer, else the
+        free end of the scratch buffer (never empty)."""
+        if self.big is not None:
+            if self.big_filled == len(self.big):
+                self.big = self.recv_pool.grow(self.big, self.big_size, self.big_filled)
+            return memoryview(self.big)[self.big_filled : self.big_size]
+        if len(self.rbuf) - self.rend < 64:
+            self._compact()
+            if len(self.rbuf) - self.rend < 64:  # full of unframed bytes (reading paused)
+                self.rbuf.extend(bytes(max(RECV_SCRATCH, len(self.rbuf))))
+        return memoryview(self.rbuf)[self.rend :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.big is not None:
+            self.big_filled += nbytes
+            if self.big_filled < self.big_size:
+                return
+        else:
+            self.rend += nbytes
         self.received_at = time.perf_counter()  # ops-metrics: request queue time starts
         self._batched(self._process)
+
+    def data_received(self, data: bytes) -> None:
+        """For transports that do not support buffered reading: the same path, through a copy."""
+        n = len(data)
+        while n and not self.closed:
+            buf = self.get_buffer(n)
+            k = min(len(buf), n)
+            buf[:k] = data[len(data) - n : len(data) - n + k]
+            n -= k
+            self.buffer_updated(k)
+
+    def _compact(self) -> None:
+        """Move the unframed bytes to the front of the scratch buffer (allocated on first use)."""
+        if not self.rbuf:
+            self.rbuf = bytearray(RECV_SCRATCH)
+        if self.rstart:
+            left = self.rend - self.rstart
+            self.rbuf[:left] = self.rbuf[self.rstart : self.rend]
+            self.rstart, self.rend = 0, left
 
     def _batched(self, work: Any) -> None:
         """Run work; responses it answers at once (e.g. several pipelined produce requests) leave
@@ -311,18 +419,37 @@ class KafkaConnection(asyncio.Protocol):
             self._update_reading()
 
     def _process(self) -> None:
-        buf = self.buf
-        while len(buf) >= 4 and not self.closed and not self.read_paused:
-            (size,) = struct.unpack_from(">i", buf, 0)
-            if size < self.min_request or size > self.max_request:
-                log.warning("closing connection: request size %d outside [8, %d]",
-                            size, self.max_request)
-                self.close()
-                return
-            if len(buf) < 4 + size:
-                return
-            frame = bytes(buf[4 : 4 + size])
-            del buf[: 4 + size]
+        while not self.closed and not self.read_paused:
+            big = self.big
+            if big is not None:
+                if self.big_filled < self.big_size:
+                    return
+                frame = bytes(memoryview(big)[: self.big_size])
+                self.big = None
+                self.recv_pool.give(big)
+            else:
+                start = self.rstart
+                avail = self.rend - start
+                if avail < 4:
+                    return
+                (size,) = struct.unpack_from(">i", self.rbuf, start)
+                if size < self.min_request or size > self.max_request:
+                    log.warning("closing connection: request size %d outside [8, %d]",
+                                size, self.max_request)
+                    self.close()
+                    return
+                if avail < 4 + size:
+                    if 4 + size > len(self.rbuf):  # receive the rest straight into its own buffer
+                        got = avail - 4
+                        big = self.recv_pool.take(size, got)
+                        big[:got] = memoryview(self.rbuf)[start + 4 : self.rend]
+                        self.big, self.big_size, self.big_filled = big, size, got
+                        self.rstart = self.rend = 0
+                    return
+                frame = bytes(memoryview(self.rbuf)[start + 4 : start + 4 + size])
+                self.rstart = start + 4 + size
+                if self.rstart == self.rend:
+                    self.rstart = self.rend = 0
             self._handle(frame)
             if len(self.pending) >= self.limits.per_connection or self.limits.saturated():
                 self._update_reading()
@@ -564,6 +691,7 @@ class NetworkLimits:
         self.connections = 0
         self.per_ip: dict[str, int] = {}
         self.waiting: set[KafkaConnection] = set()  # muted because the broker was saturated
+        self.recv_buffers = RecvBuffers()  # big frames' receive buffers, shared by connections
 
     def admit(self, conn: KafkaConnection) -> str | None:
         """None if the new connection may stay, else why it is closed."""
