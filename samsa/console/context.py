@@ -1,23 +1,16 @@
-"""What the console needs to know about its cluster. The admin HTTP listener passes its
-`samsa.admin.context.ConsoleContext` (filled in place once the embedded registry and Connect
-worker are up); `python -m samsa.console` and the tests build the one here. `Live` reads whichever
-it is given at each use, so a URL that appears after start-up is picked up."""
+"""What the console needs to know about its cluster: the admin listener's `ConsoleContext`
+(filled in place once the embedded registry and Connect worker are up; `python -m samsa.console`
+and the tests build one too), re-exported here. `Live` reads whichever it is given at each use, so
+a URL that appears after start-up is picked up."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
+from samsa.admin.context import ConsoleContext
 
-@dataclass
-class ConsoleContext:
-    bootstrap_servers: str
-    client_config: dict[str, str] = field(default_factory=dict)
-    registry_url: str | None = None
-    registry_config: dict[str, str] = field(default_factory=dict)
-    connect_url: str | None = None
-    metrics_snapshot: Callable[[], Any] | None = None
+__all__ = ["ConsoleContext", "Live"]
 
 
 class Live:
