@@ -10,7 +10,6 @@ with one-line messages."""
 from __future__ import annotations
 
 import datetime
-import io
 import socket
 import struct
 import time
@@ -18,11 +17,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
 
-from samsa.protocol.codec import build
+from samsa.client_security import encode_frame
 
 from ._common import (
     CONNECT_TIMEOUT_S,
@@ -220,17 +219,8 @@ def read_describe_transactions_v0(data: bytes, pos: int = 0) -> DescribeTransact
 _BODY_READERS: dict[tuple[int, int], Any] = {(DESCRIBE_TRANSACTIONS, 0): read_describe_transactions_v0}
 
 
-def encode_request(key: int, version: int, correlation_id: int, client_id: str,
-                   body: dict[str, Any]) -> bytes:
-    """A size-prefixed request frame (header and body) for the raw CLI connections."""
-    req_cls = load_request_schema(key, version)
-    out = io.BytesIO()
-    entity_writer(req_cls.__header_schema__)(out, build(req_cls.__header_schema__, {
-        "request_api_key": key, "request_api_version": version,
-        "correlation_id": correlation_id, "client_id": client_id}))
-    entity_writer(req_cls)(out, build(req_cls, body))
-    payload = out.getvalue()
-    return _I32.pack(len(payload)) + payload
+# the raw CLI connections frame requests as client_security does for its SASL exchange
+encode_request = encode_frame
 
 
 def decode_response(key: int, version: int, frame: bytes, correlation_id: int, peer: str,
