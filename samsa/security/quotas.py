@@ -22,7 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker import authz
 from samsa.protocol.errors import Err
+from samsa.security import authorizer as az
 
 if TYPE_CHECKING:
     from samsa.cluster.metadata.image import MetadataImage
@@ -317,9 +319,16 @@ class QuotaManager:
 
 
 # ------------------------------------------------------------------------------ per request
-# Brokers' own connections (replica fetches, controller traffic) are exempt, as Kafka exempts
-# principals allowed ClusterAction; until ACLs exist Samsa knows them by their client id.
+# Brokers' own connections (replica fetches, controller traffic) are exempt. Samsa knows them by
+# their client id; with an authorizer on, a client id alone is not trusted (any client can claim
+# one): the principal must also be allowed ClusterAction on the cluster, as nodes are.
 _BROKER_CLIENT = ("samsa-node", "samsa-replica-fetcher-", "samsa-txn-markers")
+
+
+def _node_connection(ctx: Any) -> bool:
+    if not (ctx.client_id or "").startswith(_BROKER_CLIENT):
+        return False
+    return authz.cluster(ctx, az.OP_CLUSTER_ACTION)
 _PRODUCE, _API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 0, 18, 17, 36
 _UNTHROTTLED = frozenset({_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE})
 
@@ -329,7 +338,7 @@ def charge_request(q: QuotaManager, ctx: Any, size: int) -> bool:
     ctx.throttle_ms from the produce and request quotas. True when the handler's time is to be
     charged to a request quota afterwards (charge_time)."""
     cid = ctx.client_id or ""
-    if ctx.api_key in _UNTHROTTLED or cid.startswith(_BROKER_CLIENT):
+    if ctx.api_key in _UNTHROTTLED or _node_connection(ctx):
         return False
     user = ctx.conn.principal.name
     ms = 0
@@ -387,7 +396,7 @@ class Timed:
 def fetch_sensor(q: QuotaManager, ctx: Any) -> _Sensor | None:
     """The consumer_byte_rate sensor of a consumer's Fetch; None when unlimited."""
     cid = ctx.client_id or ""
-    if not q.active or cid.startswith(_BROKER_CLIENT):
+    if not q.active or _node_connection(ctx):
         return None
     return q.sensor(CONSUMER_BYTE_RATE, ctx.conn.principal.name, cid)
 
@@ -445,7 +454,7 @@ def mutation_quota(q: QuotaManager, ctx: Any, strict_from: int) -> MutationQuota
     (strict, i.e. refusing, from the version KIP-599 gave each)."""
     bucket = None
     cid = ctx.client_id or ""
-    if q.active and not cid.startswith(_BROKER_CLIENT):
+    if q.active and not _node_connection(ctx):
         found = resolve(q._quotas, ctx.conn.principal.name, cid, CONTROLLER_MUTATION_RATE)
         if found is not None:
             entity, rate = found
