@@ -54,7 +54,7 @@ def test_produce_shows_a_bar_on_a_terminal(samsa_broker: SamsaBroker, tmp_path: 
                                      "progress-tty", "--bootstrap-server",
                                      samsa_broker.bootstrap],
                                     stdin=stdin, stdout=subprocess.DEVNULL, stderr=slave,
-                                    env=_env())
+                                    env=_env(COLUMNS="200"))  # a bar line fits whole
         os.close(slave)
         slave = -1
         out = b""

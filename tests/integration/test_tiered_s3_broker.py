@@ -90,11 +90,11 @@ def test_store_failures_retry_keep_local_data_and_never_serve_bad_bytes(
         # healed: the copies complete, local retention follows
         proxy.fail(0)
         deadline = time.monotonic() + 60
-        while _local_start(b) <= 0:
-            assert time.monotonic() < deadline, "no copy after the store healed"
+        # local retention starts with the first FINISHED copy; the others follow
+        while _local_start(b) <= 0 or len(_keys(moto, "log")) < 3:
+            assert time.monotonic() < deadline, "no copies after the store healed"
             time.sleep(0.3)
         logs = _keys(moto, "log")
-        assert len(logs) >= 3
         local_start = _local_start(b)
 
         w = Wire(bs, timeout=30)
