@@ -314,15 +314,22 @@ def _codecs(key: int, version: int) -> tuple[Any, ...]:
             entity_reader(resp.__header_schema__), entity_reader(resp))
 
 
-async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int,
-                version: int, corr: int, client_id: str, body: dict[str, Any]) -> Any:
+def _request_frame(key: int, version: int, corr: int, client_id: str,
+                   body: dict[str, Any]) -> tuple[bytes, Any, Any]:
+    """A size-prefixed request and the readers of its answer (header, body)."""
     req, hdr, write_body, write_hdr, read_hdr, read_body = _codecs(key, version)
     out = Chunks()
     write_hdr(out, hdr(request_api_key=key, request_api_version=version, correlation_id=corr,
                        client_id=client_id))
     write_body(out, build(req, body))
     frame = b"".join(out)
-    writer.write(_SIZE.pack(len(frame)) + frame)
+    return _SIZE.pack(len(frame)) + frame, read_hdr, read_body
+
+
+async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int,
+                version: int, corr: int, client_id: str, body: dict[str, Any]) -> Any:
+    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    writer.write(frame)
     await writer.drain()
     (size,) = _SIZE.unpack(await reader.readexactly(4))
     if not 4 <= size <= MAX_AUTH_FRAME:
@@ -453,13 +460,8 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
 # ---- the same over a blocking socket (tools and the test harness) -----------------------------
 def _call_blocking(sock: Any, key: int, version: int, corr: int, client_id: str,
                    body: dict[str, Any]) -> Any:
-    req, hdr, write_body, write_hdr, read_hdr, read_body = _codecs(key, version)
-    out = Chunks()
-    write_hdr(out, hdr(request_api_key=key, request_api_version=version, correlation_id=corr,
-                       client_id=client_id))
-    write_body(out, build(req, body))
-    frame = b"".join(out)
-    sock.sendall(_SIZE.pack(len(frame)) + frame)
+    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    sock.sendall(frame)
 
     def exact(n: int) -> bytes:
         buf = bytearray()
