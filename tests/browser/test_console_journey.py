@@ -41,20 +41,32 @@ WAIT_S = 45
 
 
 def _wait(driver: Any, cond: Any, what: str = "", timeout: float = WAIT_S) -> Any:
-    """WebDriverWait; on a timeout, a screenshot of the page (failed-<what>.png) and the step's name."""
-    from selenium.common.exceptions import TimeoutException
+    """WebDriverWait; on a timeout, a screenshot of the page (failed-<what>.png) and the step's name.
+
+    Pages that refresh themselves replace their elements between finding one and reading it, so a
+    stale element is one more poll, not a failure."""
+    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.2).until(cond)
+        return WebDriverWait(
+            driver, timeout, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,)
+        ).until(cond)
     except TimeoutException:
         shot(driver, f"failed-{what or 'wait'}")
         raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}") from None
 
 
 def _text(driver: Any, css: str) -> str:
+    """The element's text; found again if the page's own refresh replaced it in between."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
+    for _ in range(4):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        except StaleElementReferenceException:
+            continue
     return str(driver.find_element(By.CSS_SELECTOR, css).text)
 
 
