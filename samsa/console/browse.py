@@ -194,11 +194,15 @@ def read_page(cluster: Cluster, codec: Codec, q: Query) -> Page:
     return page
 
 
-TAIL_TICK_S = 0.5
-TAIL_MAX_PER_TICK = 200
+TAIL_TICK_S = 1.0
+TAIL_MAX_PER_TICK = 50
+# a live row shows the start of a long key or value (the browser lays out every row it is sent;
+# the record's page shows all of it)
+TAIL_TEXT_MAX = 512
 # the tail's consumer prefetches little: what a page cannot show is skipped, not fetched
-TAIL_CONSUMER = {"queued.max.messages.kbytes": 1024, "fetch.max.bytes": 1 << 20,
-                 "max.partition.fetch.bytes": 256 << 10}
+TAIL_CONSUMER = {"queued.max.messages.kbytes": 256, "fetch.max.bytes": 256 << 10,
+                 "message.max.bytes": 256 << 10,  # librdkafka wants fetch.max.bytes >= it
+                 "max.partition.fetch.bytes": 64 << 10}
 
 
 def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
@@ -222,7 +226,7 @@ def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
         while True:
             started = time.monotonic()
             msgs = c.consume(TAIL_MAX_PER_TICK, TAIL_TICK_S)
-            batch = [record(m, codec) for m in msgs if m.error() is None
+            batch = [_clipped(record(m, codec)) for m in msgs if m.error() is None
                      and (not needle or _matches(m, needle, codec))]
             skipped = _skip_ahead(c) if len(msgs) >= TAIL_MAX_PER_TICK else 0
             yield batch, skipped
@@ -231,6 +235,19 @@ def tail(cluster: Cluster, codec: Codec, topic: str, partition: int | None,
                 time.sleep(rest)
     finally:
         c.close()
+
+
+def _clipped(rec: dict[str, Any]) -> dict[str, Any]:
+    """A tailed record with its key and value text cut to TAIL_TEXT_MAX characters, saying so."""
+    for part in ("key", "value"):
+        shown = rec[part]
+        text = shown.get("text") or ""
+        if len(text) > TAIL_TEXT_MAX:
+            more = f"{len(text) - TAIL_TEXT_MAX} more characters not shown live"
+            note = shown.get("note")
+            rec[part] = {**shown, "text": text[:TAIL_TEXT_MAX] + "…",
+                         "note": f"{note}; {more}" if note else more}
+    return rec
 
 
 def _skip_ahead(c: Consumer) -> int:

@@ -31,7 +31,7 @@ function shown(v) {
   return `<span class="kind ${esc(v.kind)}">${esc(v.kind)}</span><pre>${esc(v.text)}</pre>${note}`;
 }
 
-const MAX_ROWS = 500;
+const MAX_ROWS = 200;
 function startTail(btn) {
   const body = document.querySelector("#records tbody");
   const status = document.getElementById("tail-status");
@@ -47,14 +47,16 @@ function startTail(btn) {
     const rows = JSON.parse(ev.data);
     const empty = body.querySelector("td.empty");
     if (empty) empty.parentElement.remove();
-    for (const r of rows) {
-      const tr = document.createElement("tr");
-      tr.className = "tailed";
+    // one insertion per event (newest first), so the page is laid out once, not once per row
+    const fresh = document.createElement("tbody");
+    fresh.innerHTML = rows.reverse().map((r) => {
       const hs = r.headers.map(([k, v]) => `${esc(k)}=${esc(v)}`).join("<br>");
-      tr.innerHTML = `<td>${r.partition}</td><td>${r.offset}</td><td>${esc(r.time)}</td><td>${shown(r.key)}</td><td>${shown(r.value)}</td><td>${hs}</td>`;
-      body.prepend(tr);
-      count++;
-    }
+      return `<tr class="tailed"><td>${r.partition}</td><td>${r.offset}</td><td>${esc(r.time)}</td><td>${shown(r.key)}</td><td>${shown(r.value)}</td><td>${hs}</td></tr>`;
+    }).join("");
+    const frag = document.createDocumentFragment();
+    frag.append(...fresh.rows);
+    body.prepend(frag);
+    count += rows.length;
     while (body.rows.length > MAX_ROWS) body.deleteRow(body.rows.length - 1);
     say();
   });
