@@ -104,7 +104,7 @@ def _describe_producers(req: Body, v: int, e: int) -> dict[str, Any]:
 # ---- topics and configs --------------------------------------------------------------------
 def _create_topics(req: Body, v: int, e: int) -> dict[str, Any]:
     return {"topics": [
-        {"name": t.name, "error_code": e, "error_message": None, "topic_config_error_code": e,
+        {"name": t.name, "error_code": e, "error_message": None,
          "num_partitions": -1, "replication_factor": -1, "configs": None}
         for t in _items(req.topics)]}
 
@@ -307,7 +307,9 @@ def _alter_client_quotas(req: Body, v: int, e: int) -> dict[str, Any]:
 
 
 def _describe_scram(req: Body, v: int, e: int) -> dict[str, Any]:
-    return {"error_code": e, "error_message": None, "results": []}
+    return {"error_code": e, "error_message": None, "results": [
+        {"user": u.name, "error_code": e, "error_message": None, "credential_infos": []}
+        for u in _items(req.users)]}
 
 
 def _alter_scram(req: Body, v: int, e: int) -> dict[str, Any]:
