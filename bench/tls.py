@@ -39,14 +39,12 @@ from confluent_kafka.admin import AdminClient
 from samsa.testing import SamsaBroker, free_port
 from samsa.testing.tls import TlsFiles
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import process_cpu_seconds as cpu_seconds  # noqa: E402
+
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "tls-latest.md"
 
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def own_cpu() -> float:
