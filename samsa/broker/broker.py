@@ -504,11 +504,12 @@ class Broker:
                 lg.producers.expire(now, expiration)
 
     async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
-                             partitions: set[tuple[str, int]]) -> None:
+                             partitions: set[tuple[str, int]], coordinator_epoch: int) -> None:
         """COMMIT/ABORT markers into every partition of a transaction: written here for the
         partitions this broker leads, sent as WriteTxnMarkers to the leaders of the others;
-        retried until written (MarkerSender)."""
-        await self.txn_markers.write(producer_id, epoch, commit, partitions)
+        retried until written (MarkerSender). `coordinator_epoch`: the leader epoch of the
+        transaction's __transaction_state partition, so a replaced coordinator is fenced."""
+        await self.txn_markers.write(producer_id, epoch, commit, partitions, coordinator_epoch)
 
     async def stop(self) -> None:
         self.admin.stopping()
