@@ -178,22 +178,18 @@ def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, in
     """The remote input partitions for [start, end) per partition, and where the rest (read
     through a broker) starts. Only an unbroken run of readable segments from `start` is taken:
     whatever precedes the first segment or follows a gap goes through the broker (which knows
-    what was deleted and answers as it always does). A start equal to the broker's `earliest`
-    means "earliest": it is taken down to the remote tier's start if that is lower (a broker
-    that reports its local log start)."""
+    what was deleted and answers as it always does). No range starts below the broker's
+    `earliest` (its log start across tiers): a remote segment may still hold offsets below it
+    (DeleteRecords inside the segment, a deletion under way), and those records are gone."""
     cache = read_metadata(client)
     ids: dict[str, uuid.UUID] = {}
     if cache.partitions:
         ids = _topic_ids(client, {split_key(k)[0] for k in start if k in end})
     start = dict(start)
     for k, s in list(start.items()):
-        topic, partition = split_key(k)
-        tid = ids.get(topic)
-        if earliest is None or tid is None or earliest.get(k) != s:
-            continue
-        rs = cache.remote_log_start_offset(TopicIdPartition(tid, topic, partition))
-        if 0 <= rs < s:
-            start[k] = rs
+        low = None if earliest is None else earliest.get(k)
+        if low is not None and s < low:
+            start[k] = low
     wanted = {k: (s, end[k]) for k, s in start.items() if k in end and end[k] > s}
     if not wanted:
         return [], start
