@@ -64,3 +64,36 @@ def test_spark_plan_from_earliest_respects_delete_records(
     assert parts, "nothing planned from the store"
     assert min(p.start for p in parts) == cut, [(p.start, p.end) for p in parts]
     assert rest[k] > cut
+
+
+def test_a_tiered_topic_cannot_become_compacted(tiered: tuple[SamsaBroker, Path]) -> None:
+    """Kafka refuses cleanup.policy=compact on a topic with remote storage, on create and on
+    alter alike (the checks run on the topic's merged configs)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    b, _store = tiered
+    topic = "review-compact-alter"
+    create(b.bootstrap, topic, segment=64 << 10, local=128 << 10)
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    for policy in ("compact", "compact,delete"):
+        res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("cleanup.policy", policy,
+                        incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as err:
+            a.incremental_alter_configs([res])[res].result(15)
+        assert err.value.args[0].name() == "INVALID_CONFIG", policy
+        assert "Remote log storage only supports topics with cleanup.policy=delete" in \
+            err.value.args[0].str()
+    # legacy AlterConfigs (the whole set) too
+    res = ConfigResource(ResourceType.TOPIC, topic, set_config={
+        "remote.storage.enable": "true", "cleanup.policy": "compact"})
+    with pytest.raises(KafkaException) as err:
+        a.alter_configs([res])[res].result(15)
+    assert err.value.args[0].name() == "INVALID_CONFIG"

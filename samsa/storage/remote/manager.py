@@ -548,9 +548,10 @@ class RemoteLogManager:
 
 
 def _start_of(o: Any) -> int:
-    """The start offset a store encodes in an object's file names (`<start>-<id>.<part>`)."""
+    """The start offset a store encodes in an object's file names (`<start>-<id>.<part>`; S3
+    lists whole keys, so the name is what follows the last `/`)."""
     for name in getattr(o, "files", ()):
-        head = name.split("-", 1)[0]
+        head = name.rsplit("/", 1)[-1].split("-", 1)[0]
         if head.isdigit():
             return int(head)
     return 0
