@@ -97,3 +97,36 @@ def test_a_tiered_topic_cannot_become_compacted(tiered: tuple[SamsaBroker, Path]
     with pytest.raises(KafkaException) as err:
         a.alter_configs([res])[res].result(15)
     assert err.value.args[0].name() == "INVALID_CONFIG"
+
+
+def test_broker_refuses_to_start_without_tiering_while_a_topic_is_tiered(
+        tmp_path: Path) -> None:
+    """Kafka fails a broker's start when remote.log.storage.system.enable=false and a topic has
+    remote.storage.enable=true. Samsa started, applied the total retention to the local log alone
+    and hid the remote tier: the earliest offset jumped to the local log's start and every
+    acknowledged record only in the store was unreadable."""
+    store = tmp_path / "store"
+    b = SamsaBroker(tmp_path / "data", overrides=tiered_overrides(store))
+    b.start()
+    try:
+        topic = "review-system-off"
+        create(b.bootstrap, topic, segment=64 << 10, local=128 << 10)
+        produce(b.bootstrap, topic, 0, 400, SMALL)
+        local = wait_tiered(b.bootstrap, topic, 100)
+        assert local > 0
+        b.kill()
+        b.overrides["remote.log.storage.system.enable"] = "false"
+        with pytest.raises(RuntimeError) as err:
+            b.start()
+        assert "before disabling tiered storage cluster-wide" in str(err.value)
+        assert topic in str(err.value)
+        # back on: everything is readable from offset 0 again
+        b.overrides["remote.log.storage.system.enable"] = "true"
+        b.start()
+        w = Wire(b.bootstrap)
+        try:
+            assert list_offset(w, topic, -2)[:2] == (0, 0)
+        finally:
+            w.close()
+    finally:
+        b.close()
