@@ -64,6 +64,13 @@ def test_spark_plan_from_earliest_respects_delete_records(
     assert parts, "nothing planned from the store"
     assert min(p.start for p in parts) == cut, [(p.start, p.end) for p in parts]
     assert rest[k] > cut
+    # a micro-batch of a stream (no earliest given) starting below the start: nothing of it is
+    # read from the store (the broker path reports the deleted offsets, failOnDataLoss)
+    parts, rest = plan_remote({"bootstrap.servers": bs}, {k: cut - 5}, {k: n}, 1 << 20)
+    assert not parts, [(p.start, p.end) for p in parts]
+    assert rest[k] == cut - 5
+    parts, rest = plan_remote({"bootstrap.servers": bs}, {k: cut}, {k: n}, 1 << 20)
+    assert parts and min(p.start for p in parts) == cut
 
 
 def test_a_tiered_topic_cannot_become_compacted(tiered: tuple[SamsaBroker, Path]) -> None:
