@@ -137,3 +137,37 @@ def test_broker_refuses_to_start_without_tiering_while_a_topic_is_tiered(
             w.close()
     finally:
         b.close()
+
+
+def test_max_timestamp_ignores_records_below_the_log_start(
+        tiered: tuple[SamsaBroker, Path]) -> None:
+    """ListOffsets MAX_TIMESTAMP (-3) across tiers answered the offset of the segment's largest
+    timestamp even when DeleteRecords had removed that record (a remote segment straddling the
+    new log start keeps its bytes): an offset below the log start."""
+    from confluent_kafka import Producer
+
+    from tests.integration.test_tiered_reads import T0, key, value
+
+    b, _store = tiered
+    bs = b.bootstrap
+    topic = "review-maxts-dr"
+    create(bs, topic, segment=32 << 10, local=64 << 10)
+    top = T0 + 3_000_000  # above every later record's timestamp (T0 + index)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
+    p.produce(topic, key=key(0), value=value(0, SMALL), timestamp=T0, partition=0)
+    p.produce(topic, key=key(1), value=value(1, SMALL), timestamp=top, partition=0)
+    assert p.flush(30) == 0
+    produce(bs, topic, 2, 300, SMALL)
+    wait_tiered(bs, topic, 100)
+    w = Wire(bs)
+    try:
+        assert list_offset(w, topic, -3, version=7)[:2] == (0, 1)
+        cut = 5  # inside the first segment (~15 records of 2 kB in 32 KiB)
+        r = w.request(21, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "offset": cut}]}], "timeout": 10000})
+        assert r.topics[0].partitions[0].error_code == 0
+        assert list_offset(w, topic, -2)[:2] == (0, cut)
+        err, off, _ = list_offset(w, topic, -3, version=7)
+        assert (err, off) == (0, 301)  # the largest timestamp left: the last record's
+    finally:
+        w.close()
