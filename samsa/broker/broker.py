@@ -195,7 +195,11 @@ class Broker:
             return
         await self.node.wait_caught_up()
         image = self.node.image
-        self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
+        configs = {name: self.controller.log_config(name) for name in image.topics}
+        from samsa.storage.remote.config import check_stored_topics  # tiered storage (Kafka's check)
+        check_stored_topics(self.logs.remote_system_enabled,
+                            [n for n, c in configs.items() if c.remote_storage_enable])
+        self.logs.startup(configs)
         self._hosting = True
         self.quotas.update(self.node.image.client_quotas)
         await self._reconcile()
