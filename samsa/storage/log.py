@@ -994,6 +994,11 @@ class PartitionLog:
             start = max(start, min(self._global_start, self.log_start_offset))
         return start
 
+    @property
+    def explicit_global_start(self) -> int | None:
+        """The start across tiers that DeleteRecords or remote retention set (persisted), if any."""
+        return self._global_start
+
     def set_global_log_start_offset(self, offset: int) -> None:
         """Move the earliest offset across tiers (DeleteRecords, remote retention); persisted.
         Never backwards."""

@@ -135,8 +135,11 @@ def _read_all(broker: Broker, ctx: RequestContext, req: Any,
             hw = lg.high_watermark
             lso = lg.last_stable_offset
             start = lg.log_start_offset
-            # tiered storage: clients are told the start across tiers (Kafka's logStartOffset)
-            shown = remote_reads.shown_start(lg) if tiered else start
+            # tiered storage: clients are told the start across tiers (Kafka's logStartOffset);
+            # followers only what this leader knows for sure, which they keep (a failover must
+            # not undo DeleteRecords or remote retention inside the remote tier)
+            shown = start if not tiered else (remote_reads.replica_start(lg) if replica >= 0
+                                               else remote_reads.shown_start(lg))
             offset = fp.fetch_offset
             upper: int | None = lso if read_committed else hw
             throttled = False

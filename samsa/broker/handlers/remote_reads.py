@@ -104,6 +104,19 @@ def shown_start(lg: PartitionLog) -> int:
     return start if g is None or g < 0 else min(int(g), start)
 
 
+def replica_start(lg: PartitionLog) -> int:
+    """The log start offset a leader sends its followers for a tiered partition: the one
+    DeleteRecords / remote retention set (persisted), else the remote tier's start once the
+    remote log manager has read it, else -1 (not known yet: a follower that kept the local
+    start instead would hide the remote tier for good)."""
+    explicit = lg.explicit_global_start
+    if explicit is not None:
+        return min(explicit, lg.log_start_offset)
+    if lg.remote_start_offset >= 0:
+        return min(lg.remote_start_offset, lg.log_start_offset)
+    return -1
+
+
 def log_start(t: Tier | None, lg: PartitionLog) -> int:
     """The log start offset across tiers (Kafka's logStartOffset): the local one without tiers."""
     if t is None:

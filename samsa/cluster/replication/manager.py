@@ -461,6 +461,10 @@ class ReplicaManager:
         hw = min(leader_hw, lg.end_offset)
         if hw > lg.high_watermark:  # Kafka: a follower's high watermark only moves up
             lg.set_high_watermark(hw)
+        if leader_log_start >= 0 and lg.tiered:
+            # the leader's start across tiers (its DeleteRecords / remote retention): kept
+            # (persisted, never backwards), so it holds if this replica becomes the leader
+            lg.set_global_log_start_offset(leader_log_start)
         if leader_log_start > lg.log_start_offset:
             # the leader's log start moved (retention, DeleteRecords): ours follows
             lg.delete_records(min(leader_log_start, lg.high_watermark))
