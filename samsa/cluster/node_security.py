@@ -39,7 +39,7 @@ import struct
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -377,7 +377,7 @@ def _codecs(key: int, version: int) -> tuple[Any, ...]:
             entity_reader(resp.__header_schema__), entity_reader(resp))
 
 
-def _request_frame(key: int, version: int, corr: int, client_id: str,
+def request_frame(key: int, version: int, corr: int, client_id: str,
                    body: dict[str, Any]) -> tuple[bytes, Any, Any]:
     """A size-prefixed request and the readers of its answer (header, body)."""
     req, hdr, write_body, write_hdr, read_hdr, read_body = _codecs(key, version)
@@ -391,7 +391,7 @@ def _request_frame(key: int, version: int, corr: int, client_id: str,
 
 async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int,
                 version: int, corr: int, client_id: str, body: dict[str, Any]) -> Any:
-    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    frame, read_hdr, read_body = request_frame(key, version, corr, client_id, body)
     writer.write(frame)
     await writer.drain()
     (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -405,44 +405,63 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key:
         raise NodeAuthError(f"undecodable answer during SASL authentication: {e}") from None
 
 
-async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       sec: NodeSecurity, client_id: str) -> int:
-    """SaslHandshake v1 + SaslAuthenticate v2 rounds; NodeAuthError with the peer's answer.
-    Returns the session lifetime the peer gave (ms, 0: none; KIP-368)."""
+Call = Callable[[int, int, dict[str, Any]], Awaitable[Any]]  # (api key, version, body) -> answer
+
+
+async def _exchange(call: Call, sec: NodeSecurity) -> int:
+    """SaslHandshake v1, then SaslAuthenticate v2 rounds until the mechanism is done; the
+    session lifetime the peer gave (ms, 0: none)."""
     lifetime = 0
+    hs = await call(SASL_HANDSHAKE, 1, {"mechanism": sec.mechanism})
+    if hs.error_code:
+        raise NodeAuthError(f"{_ERRORS.get(hs.error_code, hs.error_code)}: the peer's "
+                            f"{sec.listener} listener does not enable {sec.mechanism} "
+                            f"(it enables {', '.join(hs.mechanisms) or 'none'})")
+    mech = _mechanism(sec)
+    token: bytes | None = mech.first
+    rounds = 0
+    while token is not None:
+        r = await call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        rounds += 1
+        if r.error_code:
+            raise NodeAuthError(f"{_ERRORS.get(r.error_code, r.error_code)}: "
+                                f"{r.error_message or ''}".rstrip(": "))
+        lifetime = _ms(r.session_lifetime)
+        token = mech.next(bytes(r.auth_bytes or b""))
+        if rounds >= 8:
+            raise NodeAuthError("SASL exchange did not complete in 8 rounds")
+    return lifetime
+
+
+async def sasl_session(call: Call, sec: NodeSecurity) -> int:
+    """Run the SASL exchange through `call` (a fresh connection, or one being re-authenticated
+    in place: KIP-368); NodeAuthError for a refusal (with the peer's answer), ConnectionError when
+    the connection goes. Returns the session lifetime the peer gave (ms, 0: none)."""
     try:
-        hs = await _call(reader, writer, SASL_HANDSHAKE, 1, 0, client_id,
-                         {"mechanism": sec.mechanism})
-        if hs.error_code:
-            raise NodeAuthError(f"{_ERRORS.get(hs.error_code, hs.error_code)}: the peer's "
-                                f"{sec.listener} listener does not enable {sec.mechanism} "
-                                f"(it enables {', '.join(hs.mechanisms) or 'none'})")
-        mech = _mechanism(sec)
-        token: bytes | None = mech.first
-        corr = 1
-        while token is not None:
-            r = await _call(reader, writer, SASL_AUTHENTICATE, 2, corr, client_id,
-                            {"auth_bytes": token})
-            corr += 1
-            if r.error_code:
-                raise NodeAuthError(f"{_ERRORS.get(r.error_code, r.error_code)}: "
-                                    f"{r.error_message or ''}".rstrip(": "))
-            lifetime = _ms(r.session_lifetime)
-            token = mech.next(bytes(r.auth_bytes or b""))
-            if corr > 8:
-                raise NodeAuthError("SASL exchange did not complete in 8 rounds")
+        return await _exchange(call, sec)
     except ssl.SSLError as e:  # TLS 1.3: a refused client certificate shows on the first read
         raise NodeAuthError(f"TLS: the peer refused this node: {e.reason or e}") from None
     except (asyncio.IncompleteReadError, ConnectionError) as e:
         # a refusal is answered before Kafka closes; a bare close is the network or a restart
         raise ConnectionError(f"the peer closed the connection during SASL {sec.mechanism} "
-                              f"authentication ({type(e).__name__})") from None
+                              f"authentication ({type(e).__name__}: {e})") from None
     except (NodeAuthError, OSError):
         raise
     except Exception as e:  # never a dead connect task over an odd answer
         raise NodeAuthError(f"SASL {sec.mechanism} exchange failed: {type(e).__name__}: "
                             f"{e}") from None
-    return lifetime
+
+
+async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       sec: NodeSecurity, client_id: str) -> int:
+    """SASL on a new connection, before anything else is sent on it; the session lifetime."""
+    corr = 0
+
+    async def call(key: int, version: int, body: dict[str, Any]) -> Any:
+        nonlocal corr
+        corr += 1
+        return await _call(reader, writer, key, version, corr - 1, client_id, body)
+    return await sasl_session(call, sec)
 
 
 def _ms(value: Any) -> int:
@@ -454,17 +473,26 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-# KIP-368: a SASL session the peer limits (connections.max.reauth.ms) ends with its connection.
-# Rather than re-authenticating in-band, a node opens a new connection before then: the loop time
-# after which a connection takes no new requests, by writer.
+# KIP-368: a SASL session the peer limits (connections.max.reauth.ms, a token's expiry) ends
+# with its connection unless the client re-authenticates on it first, as Kafka's nodes do: the
+# loop time, by writer, after which a connection takes no new requests until it has run
+# SaslHandshake + SaslAuthenticate again (NodeChannel, the quorum driver).
 REAUTH_MARGIN = 0.8  # of the session lifetime
 _retire_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
 
 def expired(writer: asyncio.StreamWriter) -> bool:
-    """The connection's SASL session is near its end: send nothing new on it."""
+    """The connection's SASL session is near its end: re-authenticate before sending more."""
     at = _retire_at.get(writer)
     return at is not None and asyncio.get_running_loop().time() >= at
+
+
+def session_started(writer: asyncio.StreamWriter, lifetime_ms: int) -> None:
+    """A (re-)authentication gave the session `lifetime_ms` (0: it does not expire)."""
+    if lifetime_ms > 0:
+        _retire_at[writer] = asyncio.get_running_loop().time() + REAUTH_MARGIN * lifetime_ms / 1000
+    else:
+        _retire_at.pop(writer, None)
 
 
 async def _confirm_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
@@ -507,10 +535,7 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
                                 f"{e.reason or e}") from None
         try:
             if sec.sasl:
-                lifetime = await authenticate(reader, writer, sec, client_id)
-                if lifetime > 0:
-                    _retire_at[writer] = (asyncio.get_running_loop().time()
-                                          + REAUTH_MARGIN * lifetime / 1000)
+                session_started(writer, await authenticate(reader, writer, sec, client_id))
             elif sec.tls:
                 await _confirm_tls(reader, writer, host, port, client_id)
         except BaseException:
@@ -524,7 +549,7 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
 # ---- the same over a blocking socket (tools and the test harness) -----------------------------
 def _call_blocking(sock: Any, key: int, version: int, corr: int, client_id: str,
                    body: dict[str, Any]) -> Any:
-    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    frame, read_hdr, read_body = request_frame(key, version, corr, client_id, body)
     sock.sendall(frame)
 
     def exact(n: int) -> bytes:

@@ -3,7 +3,9 @@ inter-broker listeners are SASL_SSL and which log in to each other with SASL/OAU
 (sasl.mechanism.controller.protocol and sasl.mechanism.inter.broker.protocol), each with an
 unsecured JWS token of `sub` node (a super user) as Kafka's OAuthBearerLoginModule makes from
 unsecuredLoginStringClaim_sub, with the StandardAuthorizer on. Sessions are limited to 4 s
-(connections.max.reauth.ms, KIP-368) so the nodes must keep renewing them. An idempotent
+(connections.max.reauth.ms, KIP-368) so the nodes must keep renewing them, which they do in
+place: over 10 idle seconds no node opens a new connection to the controllers (each connection
+re-authenticates on itself, as Kafka's nodes do). An idempotent
 acks=all producer keeps every acknowledged record through kill -9 of the partition leader, and
 the killed node comes back into the ISR (quorum, registration and replica fetches all log in with
 OAUTHBEARER). The token's `sub` is the node's principal: a fourth node whose token says `alice`
@@ -11,11 +13,14 @@ is authenticated, then refused CLUSTER_ACTION, and never registers."""
 
 from __future__ import annotations
 
+import re
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from samsa.testing import SamsaCluster
+from samsa.testing import SamsaCluster, free_port
 from samsa.testing.secure_cluster import oauth_jaas, secure
 from samsa.testing.tls import TlsFiles
 from tests.cluster_util import wait_until
@@ -27,6 +32,18 @@ from tests.integration.security.test_cluster_security import (
 )
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow, pytest.mark.serial]
+
+CREATED = re.compile(r'^kafka_server_socket_server_metrics_connection_creation_total\{[^}]*'
+                     r'listener="CONTROLLER"[^}]*\} ([0-9.e+]+)$', re.M)
+
+
+def controller_connections(admin_urls: dict[int, str]) -> int:
+    """Connections the CONTROLLER listeners of these nodes have accepted (their /metrics)."""
+    total = 0
+    for url in admin_urls.values():
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+            total += sum(int(float(v)) for v in CREATED.findall(r.read().decode()))
+    return total
 
 
 def test_oauthbearer_between_nodes_keeps_acknowledged_records_through_leader_kill(
@@ -42,6 +59,9 @@ def test_oauthbearer_between_nodes_keeps_acknowledged_records_through_leader_kil
                                 oauth_jaas("alice"),
                                 "listener.name.controller.oauthbearer.sasl.jaas.config":
                                 oauth_jaas("alice")})
+    admin_urls = {i: f"http://127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+    for i, url in admin_urls.items():
+        c.node_overrides[i]["admin.http.listeners"] = url
     try:
         start_nodes(c, [1, 2, 3])
         failover(c, sec, "User:alice")
@@ -51,6 +71,13 @@ def test_oauthbearer_between_nodes_keeps_acknowledged_records_through_leader_kil
         assert not [i for i, text in logs.items()
                     if "SASL session expired without re-authentication" in text]
         assert not [i for i, text in logs.items() if "failed authentication" in text]
+        # KIP-368 in place: 10 s idle (2.5 sessions) and no new connection to a controller
+        before = controller_connections(admin_urls)
+        assert before > 0  # the metric is read (quorum links, registrations)
+        time.sleep(10)
+        assert controller_connections(admin_urls) == before
+        assert not ["x" for n in c.nodes[:3]
+                    if "SASL session expired without re-authentication" in n.log_text()]
         # a token is the principal it names: sub alice is no node (no CLUSTER_ACTION)
         node = c.node(4)
         node.launch()
