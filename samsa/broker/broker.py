@@ -82,6 +82,13 @@ class Broker:
             if self.is_broker_role() and not self.node.embedded else None
         self.channels = ChannelPool(client_id=f"samsa-node-{self.node_id}",
                                     security=self.node.security)
+        # their TLS contexts follow this node's dynamic ssl.* settings (Kafka's listener SSL
+        # factory, shared by the node's own connections): reloaded with the listeners'
+        from samsa.cluster.node_security import reloadable_tls
+
+        self.client_tls = reloadable_tls(self.node.security, self.inter_broker_security)
+        for client_tls in self.client_tls:
+            client_tls.lookup = self._broker_setting
         self.lifecycle = BrokerLifecycle(self)
         self.replicas = ReplicaManager(
             self.node_id, ReplicationConfig.from_broker(config.get_int), lambda: self.node.image,
@@ -326,7 +333,7 @@ class Broker:
         if prefixed and resource == "":
             refuse("Cannot update these configs at default cluster level, broker id must be "
                    "specified", prefixed)
-        if not self.tls or not prefixed:
+        if not (self.tls or self.client_tls) or not prefixed:
             return
 
         def lookup(name: str) -> str | None:
@@ -335,17 +342,21 @@ class Broker:
                 return v if v is not None else self.config.get(name)
             return self._broker_setting(name)
 
-        for name, tls in self.tls.items():
-            try:
+        from samsa.cluster.node_security import build_client_context
+
+        try:
+            for name, tls in self.tls.items():
                 build_server_context(TlsSettings.read(lookup, name, tls.protocol), name)
-            except ConfigError as e:
-                raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
-                                      f"of SSLFactory failed: {e}") from None
+            for client in self.client_tls:  # the node's own connections use them too
+                build_client_context(lookup, client.listener)
+        except ConfigError as e:
+            raise ControllerError(Err.INVALID_REQUEST, "Validation of dynamic config update "
+                                  f"of SSLFactory failed: {e}") from None
 
     def _on_tls_metadata(self, records: list[Any], full: bool) -> None:
         """Dynamic listener config: a per-broker or cluster-wide ssl.* change (even to the same
         path, after the file was renewed) reloads the TLS listeners it applies to."""
-        if not self.tls:
+        if not self.tls and not self.client_tls:
             return
         from samsa.cluster.metadata import records as rec
 
@@ -361,6 +372,14 @@ class Broker:
                 tls.reload(force=force)
             except Exception as e:
                 log.error("listener %s keeps its TLS certificate: reload failed: %s", name, e)
+        for client in self.client_tls:  # what this node presents and trusts when it dials
+            prefix = f"listener.name.{client.listener.lower()}."
+            force = any(n.startswith("ssl.") or n.startswith(prefix) for n in touched)
+            try:
+                client.reload(force=force)
+            except Exception as e:
+                log.error("listener %s: node-to-node connections keep their TLS key and trust "
+                          "stores: reload failed: %s", client.listener, e)
 
     def _reconcile_soon(self) -> None:
         self._reconcile_wanted = True

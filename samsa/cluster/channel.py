@@ -67,6 +67,10 @@ class ChannelAuthError(ChannelError):
 
 
 AUTH_LOG_EVERY_S = 30.0  # an authentication failure is logged at most this often per channel
+# KIP-368: how long new requests wait for the answers in flight before a connection whose SASL
+# session nears its end re-authenticates in place; answers due later (a long-polling request)
+# finish on it while new requests go on a new connection.
+REAUTH_DRAIN_S = 1.0
 
 
 @cache
@@ -131,13 +135,17 @@ class NodeChannel:
                       timeout_s: float | None = None) -> Any:
         """Send one request (`body` a dict of kio field names, or the kio request object) and
         return the decoded kio response object."""
+        return await self._request(api_key, version, body, timeout_s)
+
+    async def _request(self, api_key: int, version: int, body: Any, timeout_s: float | None,
+                       on: _Connection | None = None) -> Any:
         req_cls, hdr_cls, write_body, write_hdr = _request_codec(api_key, version)
         obj = body if is_dataclass(body) else build(req_cls, body)
         out = Chunks()
         write_hdr(out, hdr_cls(request_api_key=api_key, request_api_version=version,
                                correlation_id=0, client_id=self.client_id))
         write_body(out, obj)
-        frame = await self._roundtrip(b"".join(out), timeout_s)
+        frame = await self._roundtrip(b"".join(out), timeout_s, on)
         read_hdr, read_body = _response_codec(api_key, version)
         try:
             _, n = read_hdr(frame, 0)
@@ -158,12 +166,14 @@ class NodeChannel:
         response = await self._roundtrip(frame, timeout_s)
         return caller_corr + response[4:]
 
-    async def _roundtrip(self, frame: bytes, timeout_s: float | None) -> bytes:
-        """Send `frame` under a correlation id of our own; the response frame, still carrying it."""
+    async def _roundtrip(self, frame: bytes, timeout_s: float | None,
+                         on: _Connection | None = None) -> bytes:
+        """Send `frame` under a correlation id of our own (on the channel's connection, or on
+        `on`: the re-authentication's); the response frame, still carrying it."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        conn = await self._connection(timeout)
+        conn = on if on is not None else await self._connection(timeout)
         corr = self._next_corr
         self._next_corr = (self._next_corr + 1) & 0x7FFFFFFF
         fut: asyncio.Future[bytes] = loop.create_future()
@@ -194,12 +204,15 @@ class NodeChannel:
         if self._closed:
             raise ChannelError(f"{self} is closed")
         conn = self._conn
-        if conn is not None and not conn.closed and not self._retire(conn):
+        if conn is not None and not conn.closed and not node_security.expired(conn.writer):
             return conn
-        async with self._connecting:
+        async with self._connecting:  # (re-authentication holds it: new requests wait)
             conn = self._conn
-            if conn is not None and not conn.closed and not self._retire(conn):
-                return conn
+            if conn is not None and not conn.closed:
+                if not node_security.expired(conn.writer):
+                    return conn
+                if await self._reauthenticate(conn, timeout):
+                    return conn
             try:
                 reader, writer = await open_node_connection(
                     self.host, self.port, self.security, timeout, self.client_id, dial_address)
@@ -216,17 +229,51 @@ class NodeChannel:
             self._conn = conn
             return conn
 
-    def _retire(self, conn: _Connection) -> bool:
-        """KIP-368: the connection's SASL session nears its end: new requests go on a new
-        connection, this one closes once its answers are in."""
-        if not node_security.expired(conn.writer):
+    async def _reauthenticate(self, conn: _Connection, timeout: float) -> bool:
+        """KIP-368, as Kafka's nodes: the connection's SASL session nears its end, so once the
+        requests in flight are answered (nothing new is sent meanwhile) SaslHandshake and
+        SaslAuthenticate run again on it. False when that cannot be: the caller opens a new
+        connection (a refusal is logged as an authentication failure)."""
+        assert self.security is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        drained = loop.time() + min(timeout, REAUTH_DRAIN_S)
+        while conn.pending and not conn.closed and loop.time() < drained:
+            await asyncio.sleep(0.005)  # bounded: the answers in flight
+        if conn.pending and not conn.closed:  # answers due later: they finish on this one
+            self._retire(conn)
             return False
+
+        async def call(key: int, version: int, body: dict[str, Any]) -> Any:
+            try:
+                return await self._request(key, version, body,
+                                           max(0.0, deadline - loop.time()), conn)
+            except ChannelError as e:
+                raise ConnectionError(str(e)) from None
+
+        why = "connection lost"
+        if not conn.pending and not conn.closed:
+            try:
+                node_security.session_started(conn.writer, await node_security.sasl_session(
+                    call, self.security))
+                return not conn.closed
+            except NodeAuthError as e:
+                why = f"re-authentication failed: {e}"
+                self._log_auth_failure(why)
+            except OSError as e:
+                why = f"re-authentication failed: {e}"
+        if self._conn is conn:
+            self._conn = None
+        conn.fail_all(ChannelError(f"{self}: {why}"))
+        return False
+
+    def _retire(self, conn: _Connection) -> None:
+        """New requests go on a new connection; this one closes once its answers are in."""
         if self._conn is conn:
             self._conn = None
         conn.retiring = True
         if not conn.pending:
             conn.fail_all(ChannelError(f"{self}: SASL session renewed"))
-        return True
 
     def _log_auth_failure(self, why: str) -> None:
         now = time.monotonic()

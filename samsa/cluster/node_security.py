@@ -14,6 +14,12 @@ with that listener's security protocol from `listener.security.protocol.map`, as
   tokens. The exchange (SaslHandshake v1, then SaslAuthenticate v2) runs before the connection
   is handed to its user.
 
+The TLS side is a `ClientTls`: like the listener's server context (samsa.security.ssl_context,
+Kafka's reconfigurable SSL factory that the inter-broker client shares), it is rebuilt when a
+dynamic `listener.name.<l>.ssl.*` change reaches this node (Broker._on_tls_metadata), and every
+connection opened after that presents the new key store and checks peers against the new trust
+store; connections already open keep their session.
+
 `open_node_connection` is what NodeChannel and the quorum driver dial with; a refusal by the peer
 (wrong credentials, mechanism not enabled, certificate not trusted) is a `NodeAuthError`, which
 callers log as such (Kafka: "Connection to node N failed authentication due to: ...").
@@ -26,13 +32,14 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import ssl
 import struct
 import tempfile
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -53,6 +60,8 @@ _ERRORS = {33: "UNSUPPORTED_SASL_MECHANISM", 34: "ILLEGAL_SASL_STATE",
            58: "SASL_AUTHENTICATION_FAILED"}
 _SIZE = struct.Struct(">i")
 MAX_AUTH_FRAME = 1 << 20
+log = logging.getLogger("samsa.cluster.node_security")
+Lookup = Callable[[str], str | None]
 
 
 class NodeAuthError(Exception):
@@ -72,6 +81,11 @@ class NodeSecurity:
     username: str = ""
     password: str = field(default="", repr=False)
     token_claims: tuple[tuple[str, str], ...] = ()  # OAUTHBEARER unsecured login
+    live: ClientTls | None = field(default=None, compare=False, repr=False)  # reloadable TLS
+
+    def context(self) -> ssl.SSLContext | None:
+        """The TLS context a new connection uses: the reloaded one when the stores changed."""
+        return self.live.context if self.live is not None else self.ssl_context
 
     @property
     def tls(self) -> bool:
@@ -90,24 +104,22 @@ PLAINTEXT = NodeSecurity()
 
 
 # ---- from the node's configuration ------------------------------------------------------------
-def _listener_value(config: BrokerConfig, listener: str, name: str) -> str | None:
-    v = config.values.get(f"listener.name.{listener.lower()}.{name}")
-    return v if v is not None else config.get(name)
-
-
 def _csv(value: str | None) -> list[str]:
     return [x.strip() for x in (value or "").split(",") if x.strip()]
 
 
-def build_client_context(config: BrokerConfig, listener: str) -> tuple[ssl.SSLContext, bool]:
-    """A client SSLContext from the listener's ssl.* settings, and whether host names are
-    checked; ConfigError when the stores do not load."""
-    from samsa.security.ssl_context import _PROTOCOLS, _pem_file, openssl_cipher
+def build_client_context(config: BrokerConfig | Lookup, listener: str,
+                         ) -> tuple[ssl.SSLContext, bool]:
+    """A client SSLContext from the listener's ssl.* settings (read from the node's config, or
+    a lookup such as the broker's dynamic one), and whether host names are checked;
+    ConfigError when the stores do not load."""
+    from samsa.security.ssl_context import _PROTOCOLS, _pem_file, listener_setting, openssl_cipher
 
     where = f"listener {listener} (node-to-node client)"
+    lookup = config.get if isinstance(config, BrokerConfig) else config
 
     def get(name: str) -> str | None:
-        return _listener_value(config, listener, name)
+        return listener_setting(lookup, listener, name)
 
     for what in ("ssl.keystore.type", "ssl.truststore.type"):
         if (get(what) or "PEM").upper() != "PEM":
@@ -152,6 +164,57 @@ def build_client_context(config: BrokerConfig, listener: str) -> tuple[ssl.SSLCo
     return ctx, ctx.check_hostname
 
 
+# The settings the client context is built from: a change to any of them rebuilds it.
+CLIENT_SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain",
+                   "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type",
+                   "ssl.truststore.location", "ssl.truststore.certificates",
+                   "ssl.enabled.protocols", "ssl.cipher.suites",
+                   "ssl.endpoint.identification.algorithm")
+
+
+class ClientTls:
+    """The client TLS context of one listener, reloadable: Kafka's inter-broker and controller
+    clients share the listener's reconfigurable SSL factory, so a key store or trust store
+    updated dynamically (kafka-configs --alter --entity-type brokers --entity-name N on
+    listener.name.<l>.ssl.keystore.*) is what the node presents, and trusts, on every
+    connection it opens afterwards."""
+
+    def __init__(self, listener: str, lookup: Lookup) -> None:
+        self.listener = listener
+        self.lookup = lookup
+        self.settings = self._read(lookup)
+        self.context, self.check_hostname = build_client_context(lookup, listener)
+        self.reloads = 0
+
+    def _read(self, lookup: Lookup) -> tuple[tuple[str, str | None], ...]:
+        from samsa.security.ssl_context import listener_setting
+
+        return tuple((k, listener_setting(lookup, self.listener, k)) for k in CLIENT_SSL_KEYS)
+
+    def reload(self, force: bool = False) -> bool:
+        """Rebuild from the current settings if they changed (or `force`: renewed files at the
+        same paths). On failure the old context stays and the ConfigError is raised."""
+        settings = self._read(self.lookup)
+        if settings == self.settings and not force:
+            return False
+        ctx, check = build_client_context(self.lookup, self.listener)
+        self.settings, self.context, self.check_hostname = settings, ctx, check
+        self.reloads += 1
+        log.info("listener %s: node-to-node client TLS key store / trust store reloaded",
+                 self.listener)
+        return True
+
+
+def reloadable_tls(*securities: NodeSecurity | None) -> list[ClientTls]:
+    """The distinct reloadable TLS contexts of these node securities (a listener dialled both
+    as the inter-broker and the controller listener is one)."""
+    out: list[ClientTls] = []
+    for sec in securities:
+        if sec is not None and sec.live is not None and all(sec.live is not t for t in out):
+            out.append(sec.live)
+    return out
+
+
 def node_security(config: BrokerConfig, listener: str, protocol: str,
                   mechanism_key: str) -> NodeSecurity:
     """How to dial `listener` (of protocol `protocol`) of other nodes; ConfigError (the node
@@ -159,10 +222,10 @@ def node_security(config: BrokerConfig, listener: str, protocol: str,
     listener = listener.upper()
     if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ConfigError(f"Listener {listener}: unknown security protocol {protocol}")
-    ctx, check = (build_client_context(config, listener) if protocol in TLS_PROTOCOLS
-                  else (None, True))
+    live = ClientTls(listener, config.get) if protocol in TLS_PROTOCOLS else None
+    ctx, check = (live.context, live.check_hostname) if live is not None else (None, True)
     if protocol not in SASL_PROTOCOLS:
-        return NodeSecurity(listener, protocol, ctx, check)
+        return NodeSecurity(listener, protocol, ctx, check, live=live)
     mech = (config.get(mechanism_key) or "GSSAPI").strip()
     if mech not in CLIENT_MECHANISMS:
         raise ConfigError(f"{mechanism_key}={mech}: Samsa nodes authenticate to each other with "
@@ -184,12 +247,12 @@ def node_security(config: BrokerConfig, listener: str, protocol: str,
             raise ConfigError(f"{jaas_key}: OAUTHBEARER between nodes needs "
                               f"unsecuredLoginStringClaim_sub (the node's principal)")
         return NodeSecurity(listener, protocol, ctx, check, mech, dict(claims)["sub"], "",
-                            claims)
+                            claims, live)
     user, password = opts.get("username"), opts.get("password")
     if not user or password is None:
         raise ConfigError(f"{jaas_key}: {mech} between nodes needs username=\"...\" and "
                           f"password=\"...\" (the credentials this node logs in with)")
-    return NodeSecurity(listener, protocol, ctx, check, mech, user, password)
+    return NodeSecurity(listener, protocol, ctx, check, mech, user, password, live=live)
 
 
 def _protocol_of(config: BrokerConfig, listener: str) -> str:
@@ -314,7 +377,7 @@ def _codecs(key: int, version: int) -> tuple[Any, ...]:
             entity_reader(resp.__header_schema__), entity_reader(resp))
 
 
-def _request_frame(key: int, version: int, corr: int, client_id: str,
+def request_frame(key: int, version: int, corr: int, client_id: str,
                    body: dict[str, Any]) -> tuple[bytes, Any, Any]:
     """A size-prefixed request and the readers of its answer (header, body)."""
     req, hdr, write_body, write_hdr, read_hdr, read_body = _codecs(key, version)
@@ -328,7 +391,7 @@ def _request_frame(key: int, version: int, corr: int, client_id: str,
 
 async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key: int,
                 version: int, corr: int, client_id: str, body: dict[str, Any]) -> Any:
-    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    frame, read_hdr, read_body = request_frame(key, version, corr, client_id, body)
     writer.write(frame)
     await writer.drain()
     (size,) = _SIZE.unpack(await reader.readexactly(4))
@@ -342,44 +405,63 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, key:
         raise NodeAuthError(f"undecodable answer during SASL authentication: {e}") from None
 
 
-async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       sec: NodeSecurity, client_id: str) -> int:
-    """SaslHandshake v1 + SaslAuthenticate v2 rounds; NodeAuthError with the peer's answer.
-    Returns the session lifetime the peer gave (ms, 0: none; KIP-368)."""
+Call = Callable[[int, int, dict[str, Any]], Awaitable[Any]]  # (api key, version, body) -> answer
+
+
+async def _exchange(call: Call, sec: NodeSecurity) -> int:
+    """SaslHandshake v1, then SaslAuthenticate v2 rounds until the mechanism is done; the
+    session lifetime the peer gave (ms, 0: none)."""
     lifetime = 0
+    hs = await call(SASL_HANDSHAKE, 1, {"mechanism": sec.mechanism})
+    if hs.error_code:
+        raise NodeAuthError(f"{_ERRORS.get(hs.error_code, hs.error_code)}: the peer's "
+                            f"{sec.listener} listener does not enable {sec.mechanism} "
+                            f"(it enables {', '.join(hs.mechanisms) or 'none'})")
+    mech = _mechanism(sec)
+    token: bytes | None = mech.first
+    rounds = 0
+    while token is not None:
+        r = await call(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        rounds += 1
+        if r.error_code:
+            raise NodeAuthError(f"{_ERRORS.get(r.error_code, r.error_code)}: "
+                                f"{r.error_message or ''}".rstrip(": "))
+        lifetime = _ms(r.session_lifetime)
+        token = mech.next(bytes(r.auth_bytes or b""))
+        if rounds >= 8:
+            raise NodeAuthError("SASL exchange did not complete in 8 rounds")
+    return lifetime
+
+
+async def sasl_session(call: Call, sec: NodeSecurity) -> int:
+    """Run the SASL exchange through `call` (a fresh connection, or one being re-authenticated
+    in place: KIP-368); NodeAuthError for a refusal (with the peer's answer), ConnectionError when
+    the connection goes. Returns the session lifetime the peer gave (ms, 0: none)."""
     try:
-        hs = await _call(reader, writer, SASL_HANDSHAKE, 1, 0, client_id,
-                         {"mechanism": sec.mechanism})
-        if hs.error_code:
-            raise NodeAuthError(f"{_ERRORS.get(hs.error_code, hs.error_code)}: the peer's "
-                                f"{sec.listener} listener does not enable {sec.mechanism} "
-                                f"(it enables {', '.join(hs.mechanisms) or 'none'})")
-        mech = _mechanism(sec)
-        token: bytes | None = mech.first
-        corr = 1
-        while token is not None:
-            r = await _call(reader, writer, SASL_AUTHENTICATE, 2, corr, client_id,
-                            {"auth_bytes": token})
-            corr += 1
-            if r.error_code:
-                raise NodeAuthError(f"{_ERRORS.get(r.error_code, r.error_code)}: "
-                                    f"{r.error_message or ''}".rstrip(": "))
-            lifetime = _ms(r.session_lifetime)
-            token = mech.next(bytes(r.auth_bytes or b""))
-            if corr > 8:
-                raise NodeAuthError("SASL exchange did not complete in 8 rounds")
+        return await _exchange(call, sec)
     except ssl.SSLError as e:  # TLS 1.3: a refused client certificate shows on the first read
         raise NodeAuthError(f"TLS: the peer refused this node: {e.reason or e}") from None
     except (asyncio.IncompleteReadError, ConnectionError) as e:
         # a refusal is answered before Kafka closes; a bare close is the network or a restart
         raise ConnectionError(f"the peer closed the connection during SASL {sec.mechanism} "
-                              f"authentication ({type(e).__name__})") from None
+                              f"authentication ({type(e).__name__}: {e})") from None
     except (NodeAuthError, OSError):
         raise
     except Exception as e:  # never a dead connect task over an odd answer
         raise NodeAuthError(f"SASL {sec.mechanism} exchange failed: {type(e).__name__}: "
                             f"{e}") from None
-    return lifetime
+
+
+async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       sec: NodeSecurity, client_id: str) -> int:
+    """SASL on a new connection, before anything else is sent on it; the session lifetime."""
+    corr = 0
+
+    async def call(key: int, version: int, body: dict[str, Any]) -> Any:
+        nonlocal corr
+        corr += 1
+        return await _call(reader, writer, key, version, corr - 1, client_id, body)
+    return await sasl_session(call, sec)
 
 
 def _ms(value: Any) -> int:
@@ -391,17 +473,26 @@ def _ms(value: Any) -> int:
     return int(value)
 
 
-# KIP-368: a SASL session the peer limits (connections.max.reauth.ms) ends with its connection.
-# Rather than re-authenticating in-band, a node opens a new connection before then: the loop time
-# after which a connection takes no new requests, by writer.
+# KIP-368: a SASL session the peer limits (connections.max.reauth.ms, a token's expiry) ends
+# with its connection unless the client re-authenticates on it first, as Kafka's nodes do: the
+# loop time, by writer, after which a connection takes no new requests until it has run
+# SaslHandshake + SaslAuthenticate again (NodeChannel, the quorum driver).
 REAUTH_MARGIN = 0.8  # of the session lifetime
 _retire_at: weakref.WeakKeyDictionary[asyncio.StreamWriter, float] = weakref.WeakKeyDictionary()
 
 
 def expired(writer: asyncio.StreamWriter) -> bool:
-    """The connection's SASL session is near its end: send nothing new on it."""
+    """The connection's SASL session is near its end: re-authenticate before sending more."""
     at = _retire_at.get(writer)
     return at is not None and asyncio.get_running_loop().time() >= at
+
+
+def session_started(writer: asyncio.StreamWriter, lifetime_ms: int) -> None:
+    """A (re-)authentication gave the session `lifetime_ms` (0: it does not expire)."""
+    if lifetime_ms > 0:
+        _retire_at[writer] = asyncio.get_running_loop().time() + REAUTH_MARGIN * lifetime_ms / 1000
+    else:
+        _retire_at.pop(writer, None)
 
 
 async def _confirm_tls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, host: str,
@@ -429,12 +520,13 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
     TimeoutError for a network failure, NodeAuthError for a refused identity."""
     sec = sec or PLAINTEXT
     target = dial(host, port) if dial is not None else (host, port)
+    ctx = sec.context() if sec.tls else None  # the newest key / trust stores (ClientTls)
 
     async def run() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         try:
             reader, writer = await asyncio.open_connection(
-                *target, ssl=sec.ssl_context if sec.tls else None,
-                server_hostname=(host if sec.check_hostname else "") if sec.tls else None)
+                *target, ssl=ctx,
+                server_hostname=(host if ctx.check_hostname else "") if ctx else None)
         except ssl.SSLCertVerificationError as e:
             raise NodeAuthError(f"TLS: the certificate of {host}:{port} is not trusted: "
                                 f"{e.verify_message or e}") from None
@@ -443,10 +535,7 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
                                 f"{e.reason or e}") from None
         try:
             if sec.sasl:
-                lifetime = await authenticate(reader, writer, sec, client_id)
-                if lifetime > 0:
-                    _retire_at[writer] = (asyncio.get_running_loop().time()
-                                          + REAUTH_MARGIN * lifetime / 1000)
+                session_started(writer, await authenticate(reader, writer, sec, client_id))
             elif sec.tls:
                 await _confirm_tls(reader, writer, host, port, client_id)
         except BaseException:
@@ -460,7 +549,7 @@ async def open_node_connection(host: str, port: int, sec: NodeSecurity | None, t
 # ---- the same over a blocking socket (tools and the test harness) -----------------------------
 def _call_blocking(sock: Any, key: int, version: int, corr: int, client_id: str,
                    body: dict[str, Any]) -> Any:
-    frame, read_hdr, read_body = _request_frame(key, version, corr, client_id, body)
+    frame, read_hdr, read_body = request_frame(key, version, corr, client_id, body)
     sock.sendall(frame)
 
     def exact(n: int) -> bytes:
@@ -488,9 +577,10 @@ def open_blocking(host: str, port: int, sec: NodeSecurity | None, timeout: float
     sock: Any = socket.create_connection((host, port), timeout=timeout)
     try:
         if sec.tls:
-            assert sec.ssl_context is not None
-            sock = sec.ssl_context.wrap_socket(
-                sock, server_hostname=host if sec.check_hostname else None)
+            ctx = sec.context()
+            assert ctx is not None
+            sock = ctx.wrap_socket(
+                sock, server_hostname=host if ctx.check_hostname else None)
         if sec.sasl:
             hs = _call_blocking(sock, SASL_HANDSHAKE, 1, 0, client_id,
                                 {"mechanism": sec.mechanism})

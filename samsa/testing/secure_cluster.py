@@ -27,6 +27,7 @@ from .tls import TlsFiles
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 NODE_USER, NODE_PASSWORD = "node", "node-secret"
 CERT_RULES = "RULE:^CN=([^,]*),.*$/$1/,DEFAULT"
@@ -37,6 +38,12 @@ def plain_jaas(username: str, password: str, users: dict[str, str]) -> str:
     """A PlainLoginModule entry: this node's own login and the users the listener accepts."""
     accepted = " ".join(f'user_{u}="{p}"' for u, p in users.items())
     return f'{PLAIN_MODULE} required username="{username}" password="{password}" {accepted};'
+
+
+def oauth_jaas(sub: str) -> str:
+    """An OAuthBearerLoginModule entry: the node logs in with an unsecured (alg none) token whose
+    `sub` is its principal; the listener validates such tokens (Kafka's development default)."""
+    return f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{sub}";'
 
 
 @dataclass
@@ -74,9 +81,11 @@ class SecureSettings:
 
 def node_overrides(cluster: SamsaCluster, protocol: str, *, password: str = NODE_PASSWORD,
                    users: dict[str, str] | None = None,
-                   inter_broker_mechanism: str = "PLAIN") -> dict[int, dict[str, str]]:
+                   inter_broker_mechanism: str = "PLAIN",
+                   controller_mechanism: str = "PLAIN") -> dict[int, dict[str, str]]:
     """Per node: the listeners of `protocol`, and for SASL the JAAS configs with this node's
-    login (`node` / `password`: a wrong one makes a node that cannot join)."""
+    login (`node` / `password`: a wrong one makes a node that cannot join; OAUTHBEARER: an
+    unsecured token of sub `node`)."""
     out: dict[int, dict[str, str]] = {}
     for spec in cluster.specs:
         listeners = []
@@ -97,26 +106,32 @@ def node_overrides(cluster: SamsaCluster, protocol: str, *, password: str = NODE
                 o[f"listener.name.{protocol.lower()}.{inter_broker_mechanism.lower()}"
                   f".sasl.jaas.config"] = (f'{SCRAM_MODULE} required username="{NODE_USER}" '
                                            f'password="{password}";')
+        if "OAUTHBEARER" in (inter_broker_mechanism, controller_mechanism):
+            for ln in (protocol, CONTROLLER):
+                o[f"listener.name.{ln.lower()}.oauthbearer.sasl.jaas.config"] = \
+                    oauth_jaas(NODE_USER)
         out[spec.node_id] = o
     return out
 
 
 def secure(cluster: SamsaCluster, tls: TlsFiles, protocol: str = "SASL_SSL",
            users: dict[str, str] | None = None,
-           inter_broker_mechanism: str = "PLAIN") -> SecureSettings:
+           inter_broker_mechanism: str = "PLAIN",
+           controller_mechanism: str = "PLAIN") -> SecureSettings:
     """Make `cluster` (not started yet) a secured one; returns the client side of it.
     `inter_broker_mechanism` SCRAM-SHA-256/512: brokers fetch from each other with SCRAM (the
-    controller listener stays PLAIN), once the `node` credential exists (`add_node_scram`)."""
+    controller listener stays PLAIN), once the `node` credential exists (`add_node_scram`).
+    OAUTHBEARER (as either mechanism): unsecured tokens of sub `node`; clients stay PLAIN."""
     if protocol not in ("SSL", "SASL_SSL"):
         raise ValueError("secure() builds SSL or SASL_SSL clusters")
     all_users = {NODE_USER: NODE_PASSWORD, "admin": "admin-secret", **(users or {})}
     settings = SecureSettings(protocol, tls, all_users, cluster.bootstrap)
     common = {**tls.broker_ssl("none"), "authorizer.class.name": STANDARD_AUTHORIZER}
     if protocol == "SASL_SSL":
-        mechs = "PLAIN" if inter_broker_mechanism == "PLAIN" else f"PLAIN,{inter_broker_mechanism}"
+        mechs = ",".join(dict.fromkeys(("PLAIN", inter_broker_mechanism, controller_mechanism)))
         common |= {"sasl.enabled.mechanisms": mechs,
                    "sasl.mechanism.inter.broker.protocol": inter_broker_mechanism,
-                   "sasl.mechanism.controller.protocol": "PLAIN",
+                   "sasl.mechanism.controller.protocol": controller_mechanism,
                    "super.users": f"User:{NODE_USER};User:admin"}
     else:
         if "admin" not in tls.clients:
@@ -125,7 +140,8 @@ def secure(cluster: SamsaCluster, tls: TlsFiles, protocol: str = "SASL_SSL",
                    "super.users": f"{NODE_CERT_PRINCIPAL};User:admin"}
     cluster.overrides.update(common)
     for node_id, o in node_overrides(cluster, protocol, users=all_users,
-                                     inter_broker_mechanism=inter_broker_mechanism).items():
+                                     inter_broker_mechanism=inter_broker_mechanism,
+                                     controller_mechanism=controller_mechanism).items():
         cluster.node_overrides.setdefault(node_id, {}).update(o)
     cluster.wire_security = settings.node_security("admin")
     return settings

@@ -129,3 +129,37 @@ def test_client_tls_context(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="Failed to load SSL key store or trust store"):
         ns.node_security(BrokerConfig({"ssl.truststore.location": str(tmp_path / "nope.pem")}),
                          "CONTROLLER", "SSL", "x")
+
+
+def test_client_tls_reloads_dynamic_stores(tmp_path: Path) -> None:
+    """The context a node dials with follows its dynamic ssl.* settings: a new key store or
+    trust store (or `force`: the same path, renewed) makes a new context for new connections; a
+    store that does not load leaves the old one in place."""
+    import trustme
+
+    from samsa.testing.tls import TlsFiles
+
+    tls = TlsFiles.create(tmp_path)
+    static = {"listener.name.controller.ssl.truststore.location": str(tls.ca_file),
+              "listener.name.controller.ssl.keystore.location": str(tls.server_file)}
+    dynamic: dict[str, str] = {}
+    config = BrokerConfig(static)
+    s = ns.node_security(config, "CONTROLLER", "SSL", "x")
+    assert s.live is not None and s.context() is s.ssl_context
+    s.live.lookup = lambda name: dynamic.get(name, config.get(name))  # the broker's lookup
+    first = s.context()
+    assert not s.live.reload() and s.context() is first  # nothing changed
+    other = trustme.CA()
+    renewed = tls.renew_server(tmp_path / "renewed.pem", ca=other)
+    dynamic["listener.name.controller.ssl.keystore.location"] = str(renewed)
+    assert s.live.reload() and s.context() is not first
+    assert s.live.reloads == 1
+    second = s.context()
+    assert s.live.reload(force=True) and s.context() is not second  # renewed in place
+    dynamic["listener.name.controller.ssl.truststore.location"] = str(tmp_path / "nope.pem")
+    kept = s.context()
+    with pytest.raises(ConfigError, match="Failed to load SSL key store or trust store"):
+        s.live.reload()
+    assert s.context() is kept
+    # a context shared by the controller and inter-broker listener is reloaded once
+    assert ns.reloadable_tls(s, s, None, ns.PLAINTEXT) == [s.live]

@@ -26,12 +26,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from samsa.cluster.channel import dial_address
+from samsa.cluster.channel import REAUTH_DRAIN_S, dial_address
 from samsa.cluster.node_security import (
     NodeAuthError,
     NodeSecurity,
     expired,
     open_node_connection,
+    request_frame,
+    sasl_session,
+    session_started,
 )
 from samsa.cluster.quorum import messages as m
 from samsa.cluster.quorum.config import QuorumConfig, VoterEndpoint
@@ -71,6 +74,8 @@ class _Link:
         self.inflight: set[int] = set()  # correlation ids written and not answered
         self.backoff_ms = 0
         self.retry_at = 0.0  # loop time before which no connection attempt is made
+        self.reauth: asyncio.Task[None] | None = None  # KIP-368 re-authentication running
+        self.sasl: dict[int, asyncio.Future[bytes]] = {}  # its answers, by (negative) corr id
 
 
 class QuorumDriver:
@@ -440,11 +445,14 @@ class QuorumDriver:
 
     def _link_send(self, dst: int, frame: bytes) -> None:
         link = self._links.setdefault(dst, _Link())
-        if link.writer is not None and expired(link.writer):
-            # KIP-368: the SASL session nears its end; what is in flight fails (the core
-            # retries) and the next request goes on a new, freshly authenticated connection
-            link.writer.close()
-            link.writer = None
+        if link.writer is not None and not link.writer.is_closing() and (
+                link.reauth is not None or expired(link.writer)):
+            # KIP-368: the SASL session nears its end: requests wait while the connection
+            # re-authenticates in place, as Kafka's nodes do
+            if link.reauth is None:
+                link.reauth = self._spawn(self._reauthenticate(dst, link, link.writer))
+            link.queued.append(frame)
+            return
         if link.writer is not None and not link.writer.is_closing():
             self._write(dst, link, link.writer, frame)
             return
@@ -475,6 +483,56 @@ class QuorumDriver:
         handle = loop.call_later(self.config.request_timeout_ms / 1000, timed_out)
         self._timers.add(handle)
 
+    async def _reauthenticate(self, dst: int, link: _Link, writer: asyncio.StreamWriter) -> None:
+        """SaslHandshake + SaslAuthenticate on the open connection once its requests in flight
+        are answered; then the queued requests go out on it. On failure the connection closes
+        (what waits fails, the core retries on a new one)."""
+        loop = asyncio.get_running_loop()
+        timeout = self.config.request_timeout_ms / 1000
+        deadline = loop.time() + timeout
+        drained = loop.time() + min(timeout, REAUTH_DRAIN_S)
+        assert self.security is not None
+        next_corr = -1
+
+        async def call(key: int, version: int, body: dict[str, Any]) -> Any:
+            nonlocal next_corr
+            corr, next_corr = next_corr, next_corr - 1  # never one of the correlator's
+            frame, read_hdr, read_body = request_frame(key, version, corr,
+                                                       f"samsa-raft-{self.node_id}", body)
+            fut: asyncio.Future[bytes] = loop.create_future()
+            link.sasl[corr] = fut
+            writer.write(frame)
+            await writer.drain()
+            try:
+                data = await asyncio.wait_for(fut, max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise ConnectionError("no answer during re-authentication") from None
+            _, n = read_hdr(data, 0)
+            return read_body(data, n)[0]
+
+        ok = False
+        try:
+            while link.inflight and link.writer is writer and loop.time() < drained:
+                await asyncio.sleep(0.005)  # bounded: the answers in flight (else: closed)
+            if link.writer is writer and not link.inflight and not writer.is_closing():
+                session_started(writer, await sasl_session(call, self.security))
+                ok = True
+        except NodeAuthError as e:
+            self._auth_failed(dst, f"re-authentication: {e}")
+        except OSError:
+            pass  # the connection went: closed below
+        finally:
+            link.reauth = None
+            for fut in link.sasl.values():
+                fut.cancel()
+            link.sasl.clear()
+            if ok and link.writer is writer and not writer.is_closing():
+                queued, link.queued = link.queued, []
+                for frame in queued:
+                    self._write(dst, link, writer, frame)
+            else:
+                writer.close()  # the reader ends on it and fails what was queued
+
     async def _connect(self, dst: int, link: _Link) -> None:
         loop = asyncio.get_running_loop()
         ep = self.voters[dst]
@@ -501,7 +559,13 @@ class QuorumDriver:
             while True:
                 frame = await read_frame(reader)
                 if len(frame) >= 4:
-                    link.inflight.discard(_CORR.unpack_from(frame, 0)[0])
+                    (corr,) = _CORR.unpack_from(frame, 0)
+                    fut = link.sasl.pop(corr, None)
+                    if fut is not None:  # an answer during re-authentication
+                        if not fut.done():
+                            fut.set_result(frame)
+                        continue
+                    link.inflight.discard(corr)
                 resp = self._correlator.response_message(dst, frame)
                 if resp is not None:
                     self._check_cluster_id(dst, resp)

@@ -166,7 +166,7 @@ def test_sasl_ssl_cluster_keeps_acknowledged_records_through_leader_kill(
         sasl_cluster: tuple[SamsaCluster, SecureSettings]) -> None:
     c, sec = sasl_cluster
     failover(c, sec, "User:alice")
-    # nodes opened new connections before their 4 s sessions ended (none was cut off)
+    # nodes re-authenticated before their 4 s sessions ended (none was cut off)
     assert not [n.node_id for n in c.nodes[:3]
                 if "SASL session expired without re-authentication" in n.log_text()]
     # a valid user without ACLs is refused (the authorizer is on, nothing is open)
