@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from tls import consume, cpu_seconds, produce  # noqa: E402
 
 from samsa.testing import SamsaBroker, free_port  # noqa: E402
@@ -38,11 +39,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--perf-stat", action="store_true",
                     help="also count the broker's page faults per MB (perf stat)")
+    ap.add_argument("--warmup", type=int, default=1, help="uncounted rounds first")
+    ap.add_argument("--data-parent", default=None,
+                    help="where the data dirs go, e.g. /dev/shm to keep disk write-back out")
     ap.add_argument("--produce-only", action="store_true",
                     help="skip the consumers: broker CPU is then per MB produced")
     args = ap.parse_args()
     trees = {"ref": str(Path(args.ref).resolve()), "new": str(Path(args.new).resolve())}
-    with tempfile.TemporaryDirectory(prefix="samsa-tls-compare-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="samsa-tls-compare-", dir=args.data_parent) as tmp:
         tls = TlsFiles.create(Path(tmp) / "certs")
         brokers: dict[str, tuple[SamsaBroker, dict[str, tuple[str, dict[str, str]]]]] = {}
         old_path, old_cwd = os.environ.get("PYTHONPATH"), os.getcwd()
@@ -67,7 +71,9 @@ def main() -> None:
             (t, p): {"produce": [], "consume": [], "cpu": []}
             for t in trees for p in ("PLAINTEXT", "SSL")}
         try:
-            for rnd in range(args.rounds):
+            admins = {name: AdminClient({"bootstrap.servers": b.bootstrap})
+                      for name, (b, _) in brokers.items()}
+            for rnd in range(-args.warmup, args.rounds):
                 order = list(trees) if rnd % 2 == 0 else list(reversed(trees))
                 for name in order:
                     b, protos = brokers[name]
@@ -84,6 +90,8 @@ def main() -> None:
                                                                     args.size)
                         moved = (1 if args.produce_only else 2) * args.records * args.size / 1e6
                         cpu = (cpu_seconds(b.proc.pid) - cpu0) / moved
+                        # the next turn writes into recycled memory, as a long-running broker
+                        admins[name].delete_topics([topic])[topic].result(60)
                         counts = ""
                         if stat is not None:
                             stat.send_signal(signal.SIGINT)
@@ -94,6 +102,8 @@ def main() -> None:
                             pf = vals.get("page-faults", 0) / moved
                             res[(name, proto)].setdefault("pf", []).append(pf)
                             counts = f"  {pf:.0f} page faults/MB"
+                        if rnd < 0:
+                            continue  # warm-up
                         r = res[(name, proto)]
                         r["produce"].append(pr)
                         r["consume"].append(co)
@@ -115,6 +125,13 @@ def main() -> None:
         extra = f", {statistics.median(r['pf']):.0f} faults/MB" if r.get("pf") else ""
         print(f"| {t} | {p} | {fmt(r['produce'])} | {fmt(r['consume'])} | "
               f"{statistics.median(r['cpu']):.2f}{extra} |")
+    for proto in ("PLAINTEXT", "SSL"):
+        rr, nr = res[("ref", proto)], res[("new", proto)]
+        pairs = [n / r for n, r in zip(nr["produce"], rr["produce"], strict=True)]
+        cpairs = [n / r for n, r in zip(nr["consume"], rr["consume"], strict=True) if r > 0]
+        print(f"| new / ref | {proto} | {statistics.median(pairs):.0%} (median of per-round "
+              f"ratios) | {statistics.median(cpairs) if cpairs else 0:.0%} | "
+              f"{statistics.median(nr['cpu']) / statistics.median(rr['cpu']):.0%} |")
     for t in trees:
         pl, sl = res[(t, "PLAINTEXT")], res[(t, "SSL")]
         ratios = [s / p for s, p in zip(sl["produce"], pl["produce"], strict=True)]
