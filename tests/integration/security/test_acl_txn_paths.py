@@ -1,0 +1,103 @@
+"""ACL checks of the transactional paths as Kafka's KafkaApis makes them, driven with raw requests
+over TLS as a certificate principal (`bob`) that may WRITE one topic and nothing else: a Produce
+carrying transactional batches but no transactional id is refused (Kafka answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so no principal can open a transaction no coordinator knows
+and hold the partition's last stable offset."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from samsa.protocol.records import encode_batch
+from samsa.testing import SamsaBroker, free_port
+from tests.wire import Wire
+
+tls_mod = pytest.importorskip("samsa.testing.tls")
+pytest.importorskip("trustme")
+pytestmark = pytest.mark.timeout(120)
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+BOB = "User:CN=bob,OU=eng,O=acme"
+TOPIC = "txw"
+TXN_DENIED = 53
+
+
+class Env:
+    def __init__(self, broker: SamsaBroker, tls: Any, ssl_port: int) -> None:
+        self.broker, self.tls = broker, tls
+        self.bootstrap = f"127.0.0.1:{ssl_port}"
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
+                            **self.tls.confluent("admin")})
+
+    def wire(self, client: str) -> Wire:
+        w = Wire(self.bootstrap)
+        ctx: ssl.SSLContext = self.tls.ssl_context(client)
+        w.sock = ctx.wrap_socket(w.sock, server_hostname="127.0.0.1")
+        return w
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    tls = tls_mod.TlsFiles.create(tmp_path_factory.mktemp("acl-txn-tls"), clients=("admin", "bob"))
+    plain = free_port()
+    overrides, ssl_port = tls_mod.ssl_listener_overrides(tls, plain, client_auth="required", extra={
+        "authorizer.class.name": STANDARD, "super.users": "User:CN=admin,OU=eng,O=acme"})
+    with SamsaBroker(port=plain, overrides=overrides) as b:
+        e = Env(b, tls, ssl_port)
+        admin = e.admin()
+        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(20)
+        for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
+            acl = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, BOB, "*", op,
+                             AclPermissionType.ALLOW)
+            for f in admin.create_acls([acl], request_timeout=10).values():
+                f.result(15)
+        yield e
+
+
+def _produce(w: Wire, records: bytes, tid: str | None = None) -> Any:
+    r = w.request(0, 9, {"transactional_id": tid, "acks": -1, "timeout": 5000, "topic_data": [
+        {"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]})
+    return r.responses[0].partition_responses[0]
+
+
+def _latest(w: Wire, isolation: int) -> int:
+    r = w.request(2, 7, {"replica_id": -1, "isolation_level": isolation, "topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                        "timestamp": -1}]}]})
+    p = r.topics[0].partitions[0]
+    assert p.error_code == 0
+    return int(p.offset)
+
+
+def test_transactional_batch_without_transactional_id_is_refused(env: Env) -> None:
+    w = env.wire("bob")
+    try:
+        plain = encode_batch([(b"k", b"plain", [], 1_700_000_000_000)])
+        assert _produce(w, plain).error_code == 0  # bob may write the topic
+        txn = encode_batch([(b"k", b"in-a-txn", [], 1_700_000_000_001)], producer_id=4242,
+                           producer_epoch=0, base_sequence=0, attributes_extra=0x10)
+        r = _produce(w, txn)
+        assert r.error_code == TXN_DENIED
+        # nothing was appended and no transaction holds the last stable offset
+        end = _latest(w, 0)
+        assert end == 1
+        assert _latest(w, 1) == end
+        # with a transactional id bob may not write: refused too
+        assert _produce(w, txn, tid="not-bobs").error_code == TXN_DENIED
+    finally:
+        w.close()
