@@ -21,9 +21,10 @@ from . import views_admin, views_groups, views_messages, views_schemas, views_to
 from .cluster import ConsoleError
 from .context import Live
 from .state import COOKIE, SESSION_TTL_S, ConsoleState
-from .web import cross_site, error_page
+from .web import cross_site, error_page, read_body
 
 STATIC = Path(__file__).with_name("static")
+MAX_LOGIN_BYTES = 65536
 
 
 def _login_page(next_path: str, error: str | None = None, status: int = 200) -> HTMLResponse:
@@ -50,7 +51,9 @@ def build_console(ctx: Any) -> Starlette:
             return _login_page(_safe_next(request.query_params.get("next", "/")))
         if cross_site(request):
             return error_page("Not allowed", "a form from another site cannot sign in here", 403)
-        body = (await request.body())[:65536]
+        body = await read_body(request, MAX_LOGIN_BYTES)
+        if body is None:
+            return error_page("Too large", "the sign-in form is larger than 64 KiB", 413)
         form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
         nxt = _safe_next(form.get("next", "/"))
         try:

@@ -63,6 +63,27 @@ def error_page(title: str, message: str, status: int, user: str | None = None) -
 View = Callable[[Req], Response]
 
 
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None once it is larger than `limit` (a Content-Length over it is
+    refused before anything is read): a huge or endless POST must not grow the broker's memory
+    or hold a thread waiting for bytes that are never used."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return None
+        except ValueError:
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def cross_site(request: Request) -> bool:
     """A POST another site's page made the browser send (its Origin is not this console): refused,
     so a page elsewhere cannot delete a topic through a console on localhost. Clients that send no
@@ -84,8 +105,8 @@ def view(state: ConsoleState, fn: View) -> Callable[[Request], Any]:
             return error_page("Not allowed", "a form from another site cannot change this cluster", 403,
                               session.user)
         if request.method == "POST":
-            body = await request.body()
-            if len(body) > MAX_FORM_BYTES:
+            body = await read_body(request, MAX_FORM_BYTES)
+            if body is None:
                 return error_page("Too large", "the form is larger than 1 MiB", 413, session.user)
             try:
                 parsed = urllib.parse.parse_qs(body.decode("utf-8"), keep_blank_values=True,
