@@ -206,7 +206,11 @@ async def describe_transactions(broker: Broker, ctx: RequestContext,
                            "transaction_timeout": 0, "transaction_start_time": -1,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
         else:
-            states.append(broker.txn.describe(tid))
+            state = broker.txn.describe(tid)
+            if authz.enabled(ctx):  # as Kafka: only the topics the principal may DESCRIBE
+                state["topics"] = [t for t in state["topics"]
+                                   if authz.topic(ctx, az.OP_DESCRIBE, t["topic"])]
+            states.append(state)
     return {"throttle_time": 0, "transaction_states": states}
 
 

@@ -2,7 +2,8 @@
 over TLS as a certificate principal (`bob`) that may WRITE one topic and nothing else: a Produce
 carrying transactional batches but no transactional id is refused (Kafka answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so no principal can open a transaction no coordinator knows
-and hold the partition's last stable offset."""
+and hold the partition's last stable offset; DescribeTransactions shows only the topics of a
+transaction the principal may DESCRIBE."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 BOB = "User:CN=bob,OU=eng,O=acme"
 TOPIC = "txw"
+SECRET = "payroll"
 TXN_DENIED = 53
 
 
@@ -60,7 +63,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     with SamsaBroker(port=plain, overrides=overrides) as b:
         e = Env(b, tls, ssl_port)
         admin = e.admin()
-        admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(20)
+        for t in (TOPIC, SECRET):
+            admin.create_topics([NewTopic(t, 1, 1)])[t].result(20)
         for op in (AclOperation.WRITE, AclOperation.DESCRIBE):
             acl = AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, BOB, "*", op,
                              AclPermissionType.ALLOW)
@@ -101,3 +105,27 @@ def test_transactional_batch_without_transactional_id_is_refused(env: Env) -> No
         assert _produce(w, txn, tid="not-bobs").error_code == TXN_DENIED
     finally:
         w.close()
+
+
+def test_describe_transactions_hides_topics_the_principal_may_not_describe(env: Env) -> None:
+    tid = "tx-mixed"
+    acl = AclBinding(ResourceType.TRANSACTIONAL_ID, tid, ResourcePatternType.LITERAL, BOB, "*",
+                     AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin = env.admin()
+    for f in admin.create_acls([acl], request_timeout=10).values():
+        f.result(15)
+    p = Producer({"bootstrap.servers": env.bootstrap, "transactional.id": tid, "log_level": 0,
+                  **env.tls.confluent("admin")})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for t in (TOPIC, SECRET):
+        p.produce(t, b"v")
+    p.flush(30)  # the partitions are in the (still open) transaction now
+    w = env.wire("bob")
+    try:
+        r = w.request(65, 0, {"transactional_ids": [tid]}).transaction_states[0]
+        assert r.error_code == 0 and r.transaction_state == "Ongoing"
+        assert {t.topic for t in r.topics} == {TOPIC}
+    finally:
+        w.close()
+        p.abort_transaction(30)
