@@ -129,3 +129,28 @@ def test_describe_transactions_hides_topics_the_principal_may_not_describe(env: 
     finally:
         w.close()
         p.abort_transaction(30)
+
+
+def test_transactional_id_is_checked_before_topics(env: Env) -> None:
+    """AddPartitionsToTxn (v3) and TxnOffsetCommit without WRITE on the transactional id: every
+    partition gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, also those of topics bob may not use
+    (Kafka checks the transactional id first; a producer treats that error as fatal)."""
+    w = env.wire("bob")
+    try:
+        r = w.request(24, 3, {"v3_and_below_transactional_id": "not-bobs",
+                              "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+                              "v3_and_below_topics": [{"name": SECRET, "partitions": [0]},
+                                                      {"name": TOPIC, "partitions": [0]}]})
+        codes = {t.name: {p.partition_error_code for p in t.results_by_partition}
+                 for t in r.results_by_topic_v3_and_below}
+        assert codes == {SECRET: {TXN_DENIED}, TOPIC: {TXN_DENIED}}
+        r = w.request(28, 3, {"transactional_id": "not-bobs", "group_id": "g", "producer_id": 1,
+                              "producer_epoch": 0, "generation_id": -1, "member_id": "",
+                              "group_instance_id": None, "topics": [
+                                  {"name": SECRET, "partitions": [
+                                      {"partition_index": 0, "committed_offset": 0,
+                                       "committed_leader_epoch": -1,
+                                       "committed_metadata": ""}]}]})
+        assert r.topics[0].partitions[0].error_code == TXN_DENIED
+    finally:
+        w.close()
