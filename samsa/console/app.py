@@ -11,6 +11,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -21,7 +22,7 @@ from . import views_admin, views_groups, views_messages, views_schemas, views_to
 from .cluster import ConsoleError
 from .context import Live
 from .state import COOKIE, SESSION_TTL_S, ConsoleState
-from .web import cross_site, error_page, read_body
+from .web import LoopbackHostGuard, cross_site, error_page, read_body
 
 STATIC = Path(__file__).with_name("static")
 MAX_LOGIN_BYTES = 65536
@@ -88,6 +89,7 @@ def build_console(ctx: Any) -> Starlette:
         *views_topics.routes(state), *views_messages.routes(state), *views_groups.routes(state),
         *views_schemas.routes(state), *views_admin.routes(state),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, 500: server_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, 500: server_error},
+                    middleware=[Middleware(LoopbackHostGuard)])
     app.state.console = state
     return app

@@ -4,6 +4,7 @@ failure becomes a page that says what went wrong, never a stack trace."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import urllib.parse
 from collections.abc import Callable
@@ -82,6 +83,38 @@ async def read_body(request: Request, limit: int) -> bytes | None:
             return None
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class LoopbackHostGuard:
+    """DNS rebinding: a page of another site whose name is made to resolve to 127.0.0.1 is, to the
+    browser, its own origin, so its requests pass the Origin check and it can read pages and post
+    forms. A console listening on a loopback address answers only requests whose Host names a
+    loopback address (localhost, 127.0.0.1, [::1]); others get 403."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("server") and _loopback(str(scope["server"][0])):
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                         if k == b"host"), None)
+            name = urllib.parse.urlsplit(f"//{host}").hostname if host else None
+            if host is not None and (name is None or not _loopback(name)):
+                page = error_page("Not allowed", "this console answers only to a loopback host name "
+                                  "(localhost, 127.0.0.1)", 403)
+                await page(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def cross_site(request: Request) -> bool:

@@ -1,6 +1,8 @@
-"""The admin HTTP listener (metrics, health, console) against oversized POST bodies: a form post
-announcing a body far larger than any form (to /login, or to a console page) is answered 413 at
-once instead of the broker's process buffering whatever the client sends."""
+"""The admin HTTP listener (metrics, health, console) against hostile HTTP: a form post announcing
+a body far larger than any form (to /login, or to a console page) is answered 413 at once instead
+of the broker's process buffering whatever the client sends; on a loopback listener, a request
+whose Host is another site's name (DNS rebinding: to the browser that site's own origin, so the
+Origin check passes) is refused, reads and forms alike."""
 
 from __future__ import annotations
 
@@ -58,3 +60,20 @@ def test_oversized_form_is_refused_without_reading_it(admin_url: str, path: str)
 def test_form_within_the_limit_still_works(admin_url: str) -> None:
     r = httpx.post(admin_url + "/topics", data={"name": "", "partitions": "1"}, timeout=30)
     assert r.status_code in (303, 400) and "Traceback" not in r.text
+
+
+def test_dns_rebinding_host_is_refused(admin_url: str) -> None:
+    port = urlsplit(admin_url).port
+    evil = f"rebind.example:{port}"
+    headers = {"Host": evil, "Origin": f"http://{evil}"}
+    r = httpx.get(admin_url + "/topics", headers={"Host": evil}, timeout=30)
+    assert r.status_code == 403 and "Traceback" not in r.text
+    r = httpx.post(admin_url + "/topics", headers=headers, timeout=30,
+                   data={"name": "rebound", "partitions": "1", "replication_factor": "1"})
+    assert r.status_code == 403
+    # nothing was created; the console still answers its own host names
+    page = httpx.get(admin_url + "/topics", timeout=30)
+    assert page.status_code == 200 and "rebound" not in page.text
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}"):
+        assert httpx.get(admin_url + "/topics", headers={"Host": host}, timeout=30).status_code == 200
+    assert httpx.get(admin_url + "/health/live", timeout=10).status_code == 200
