@@ -9,6 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker import authz
+from samsa.cluster.metadata.image import INTERNAL_TOPICS
 from samsa.protocol import codecs
 from samsa.protocol.batch import (
     ATTR_OFFSET,
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
     from samsa.storage.log import PartitionLog
+
+# Kafka lets a request with this client id append to internal topics (AdminUtils.ADMIN_CLIENT_ID)
+ADMIN_CLIENT_ID = "__admin_client"
 
 _TOPIC_CODEC = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy": codecs.SNAPPY,
                 "lz4": codecs.LZ4, "zstd": codecs.ZSTD}
@@ -132,6 +136,11 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 if code == Err.NOT_LEADER_OR_FOLLOWER and ctx.version >= 10:  # KIP-951
                     hints = hints or LeaderHints(broker, ctx)
                     parts[-1]["current_leader"] = hints.current_leader(td.name, pd.index)
+                continue
+            if td.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                # Kafka's ReplicaManager: only the coordinators write their internal topics
+                parts.append(_error(pd.index, Err.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {td.name}"))
                 continue
             if acks == -1 and (code := broker.replicas.min_isr_error(td.name, pd.index)):
                 parts.append(_error(pd.index, code, _NOT_ENOUGH.get(code)))
