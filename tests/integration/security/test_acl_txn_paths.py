@@ -8,6 +8,7 @@ transaction the principal may DESCRIBE."""
 from __future__ import annotations
 
 import ssl
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,3 +155,30 @@ def test_transactional_id_is_checked_before_topics(env: Env) -> None:
         assert r.topics[0].partitions[0].error_code == TXN_DENIED
     finally:
         w.close()
+
+
+def test_consumer_group_describe_hides_groups_on_topics_not_describable(env: Env) -> None:
+    """ConsumerGroupDescribe (KIP-848): a group whose assignments name a topic the principal may
+    not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED without its members, as Kafka."""
+    from confluent_kafka import Consumer
+
+    gid = "g848-payroll"
+    acl = AclBinding(ResourceType.GROUP, gid, ResourcePatternType.LITERAL, BOB, "*",
+                     AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin = env.admin()
+    for f in admin.create_acls([acl], request_timeout=10).values():
+        f.result(15)
+    c = Consumer({"bootstrap.servers": env.bootstrap, "group.id": gid, "log_level": 0,
+                  "group.protocol": "consumer", **env.tls.confluent("admin")})
+    c.subscribe([SECRET])
+    deadline = time.monotonic() + 20
+    while not c.assignment() and time.monotonic() < deadline:
+        c.poll(0.5)
+    w = env.wire("bob")
+    try:
+        assert c.assignment()
+        g = w.request(69, 0, {"group_ids": [gid], "include_authorized_operations": False}).groups[0]
+        assert g.error_code == 29 and not g.members
+    finally:
+        w.close()
+        c.close()
