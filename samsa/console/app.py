@@ -52,6 +52,8 @@ def build_console(ctx: Any) -> Starlette:
             return _login_page(_safe_next(request.query_params.get("next", "/")))
         if cross_site(request):
             return error_page("Not allowed", "a form from another site cannot sign in here", 403)
+        if not state.login_required:  # no SASL: no sessions (each would hold its own clients)
+            return RedirectResponse("/", status_code=303)
         body = await read_body(request, MAX_LOGIN_BYTES)
         if body is None:
             return error_page("Too large", "the sign-in form is larger than 64 KiB", 413)
