@@ -139,8 +139,13 @@ class Jwks:
             doc = json.loads(self._fetch())
         except (OSError, ValueError) as e:
             raise ConfigError(f"Cannot read the JWKS at {self.url}: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("keys", []), list):
+            raise ConfigError(f"The JWKS at {self.url} is not a JSON object with a keys list")
         keys: dict[str | None, Any] = {}
         for k in doc.get("keys", []):
+            if not isinstance(k, dict):
+                log.warning("skipping a JWKS key that is not a JSON object")
+                continue
             try:
                 if k.get("kty") == "RSA":
                     keys[k.get("kid")] = rsa.RSAPublicNumbers(
@@ -150,7 +155,7 @@ class Jwks:
                              "P-521": ec.SECP521R1()}[k["crv"]]
                     keys[k.get("kid")] = ec.EllipticCurvePublicNumbers(
                         _b64int(k["x"]), _b64int(k["y"]), curve).public_key()
-            except (KeyError, ValueError) as e:
+            except (KeyError, ValueError, TypeError, AttributeError) as e:
                 log.warning("skipping a JWKS key: %r", e)
         self.keys = keys
 
@@ -163,6 +168,8 @@ class Jwks:
                 self._load()
             except ConfigError as e:
                 log.warning("%s", e)
+            except Exception:  # a bad document must not end the refreshing: keep the last keys
+                log.exception("JWKS refresh from %s failed", self.url)
 
     def verify(self, header: dict[str, Any], signing_input: bytes, sig: bytes) -> None:
         alg = header.get("alg")
