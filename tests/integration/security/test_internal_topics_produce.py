@@ -1,5 +1,5 @@
 """Clients cannot append to the broker's internal topics (__consumer_offsets,
-__transaction_state): Kafka answers INVALID_TOPIC_EXCEPTION to a Produce for them (only its own
+__transaction_state): Kafka answers INVALID_TOPIC_EXCEPTION to a Produce or DeleteRecords for them (only its own
 coordinators write there). Otherwise any principal with WRITE on them (a `TOPIC:*` ACL, or no
 authorizer) could rewrite any group's committed offsets, bypassing the group's READ ACL, or feed
 the coordinators records they never wrote."""
@@ -60,6 +60,14 @@ def test_produce_to_internal_topics_is_refused(broker: SamsaBroker) -> None:
     finally:
         w.close()
     assert r.responses[0].partition_responses[0].error_code == INVALID_TOPIC
+    # nor can a client delete their records (Kafka: whatever the topic's cleanup policy)
+    w = Wire(broker.bootstrap)
+    try:
+        d = w.request(21, 2, {"topics": [{"name": "__consumer_offsets", "partitions": [
+            {"partition_index": part, "offset": -1}]}], "timeout": 5000})
+    finally:
+        w.close()
+    assert d.topics[0].partitions[0].error_code == INVALID_TOPIC
     # the group's offsets are intact, also after the coordinator replays its partition
     broker.restart()
     assert _committed(broker) == 1
