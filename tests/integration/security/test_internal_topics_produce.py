@@ -1,6 +1,6 @@
-"""Clients cannot append to the broker's internal topics (__consumer_offsets,
-__transaction_state): Kafka answers INVALID_TOPIC_EXCEPTION to a Produce or DeleteRecords for
-them (only its own coordinators write there). Otherwise any principal with WRITE on them (a `TOPIC:*` ACL, or no
+"""Clients cannot write to the broker's internal topics (__consumer_offsets, __transaction_state):
+Kafka answers INVALID_TOPIC_EXCEPTION to a Produce or DeleteRecords for them (only its own
+coordinators write there). Otherwise any principal with WRITE on them (a `TOPIC:*` ACL, or no
 authorizer) could rewrite any group's committed offsets, bypassing the group's READ ACL, or feed
 the coordinators records they never wrote."""
 
