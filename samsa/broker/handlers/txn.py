@@ -45,7 +45,9 @@ def _write_denied(ctx: RequestContext, tid: str) -> int:
 
 
 async def init_transactional(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    # Kafka's coordinator refuses the empty transactional id (after the WRITE check on it)
     if code := _write_denied(ctx, req.transactional_id) or \
+            (Err.INVALID_REQUEST if req.transactional_id == "" else 0) or \
             await _txn_owner(broker, req.transactional_id):
         return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:

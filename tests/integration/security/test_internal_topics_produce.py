@@ -71,3 +71,15 @@ def test_produce_to_internal_topics_is_refused(broker: SamsaBroker) -> None:
     # the group's offsets are intact, also after the coordinator replays its partition
     broker.restart()
     assert _committed(broker) == 1
+
+
+def test_empty_transactional_id_is_an_invalid_request(broker: SamsaBroker) -> None:
+    """InitProducerId with "" as the transactional id: Kafka's coordinator answers INVALID_REQUEST
+    (no transaction state is made for it)."""
+    w = Wire(broker.bootstrap)
+    try:
+        r = w.request(22, 4, {"transactional_id": "", "transaction_timeout": 60000,
+                              "producer_id": -1, "producer_epoch": -1})
+    finally:
+        w.close()
+    assert r.error_code == 42 and r.producer_id == -1
