@@ -24,6 +24,14 @@ from samsa.testing import terminate
 ROOT = Path(__file__).resolve().parent.parent
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 of proc(5)
+
 STARTUP_TIMEOUT = 60.0
 ADMIN_TIMEOUT = 30.0
 QUIET = {"log_level": 3}  # librdkafka: errors only (still printed to stderr)
@@ -106,10 +114,7 @@ class BrokerProcess:
     def cpu_seconds(self) -> float:
         """utime + stime of the broker process (all its threads)."""
         assert self.proc is not None
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            stat = f.read()
-        fields = stat[stat.rindex(")") + 2:].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14, 15 of proc(5)
+        return process_cpu_seconds(self.proc.pid)
 
     def stop(self, timeout: float = 20.0) -> None:
         if self.proc is not None:

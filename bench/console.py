@@ -34,12 +34,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.testing import SamsaBroker, free_port
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import process_cpu_seconds as cpu_seconds  # noqa: E402
 
 
 def process_tree(root: int) -> list[int]:

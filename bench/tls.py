@@ -34,18 +34,17 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from samsa.testing import SamsaBroker, free_port
 from samsa.testing.tls import TlsFiles
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import process_cpu_seconds as cpu_seconds  # noqa: E402
+
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "tls-latest.md"
 
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def own_cpu() -> float:
@@ -156,19 +155,27 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--profile", choices=("PLAINTEXT", "SSL", "SASL_SSL"), default=None)
+    ap.add_argument("--protocols", default="PLAINTEXT,SSL,SASL_SSL",
+                    help="comma-separated; PLAINTEXT always runs (the ratios' base)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="uncounted rounds first (a new broker and fresh memory are slower)")
+    ap.add_argument("--data-parent", default=None,
+                    help="where the data dir goes, e.g. /dev/shm to keep disk write-back out")
     args = ap.parse_args()
     mb = args.records * args.size / 1e6
-    with tempfile.TemporaryDirectory(prefix="samsa-bench-tls-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="samsa-bench-tls-", dir=args.data_parent) as tmp:
         tls = TlsFiles.create(Path(tmp) / "certs")
         overrides, protocols, plain = listeners(tls)
-        names = list(protocols)
+        wanted = {"PLAINTEXT", *args.protocols.split(",")}
+        names = [p for p in protocols if p in wanted]
         results: dict[str, dict[str, list[float]]] = {p: {k: [] for k in KEYS} for p in names}
         with SamsaBroker(Path(tmp) / "data", port=plain, overrides=overrides) as b:
             assert b.proc is not None
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
             for proto, (bs, conf) in protocols.items():  # warm-up: __consumer_offsets, imports
                 produce(bs, conf, f"warm-up-{proto.lower()}", 2000, args.size)
                 consume(bs, conf, f"warm-up-{proto.lower()}", 2000, args.size)
-            for rnd in range(args.rounds):
+            for rnd in range(-args.warmup, args.rounds):
                 order = names[rnd % len(names):] + names[:rnd % len(names)]
                 for proto in order:
                     bs, conf = protocols[proto]
@@ -178,6 +185,13 @@ def main() -> None:
                     cpu1 = cpu_seconds(b.proc.pid)
                     co = consume(bs, conf, topic, args.records, args.size)
                     cpu2, me2 = cpu_seconds(b.proc.pid), own_cpu()
+                    # each turn's topic goes, so the next writes into recycled memory as a
+                    # long-running broker does (fresh pages cost this VM more than the work)
+                    admin.delete_topics([topic])[topic].result(60)
+                    if rnd < 0:
+                        print(f"warm-up {proto:<9} produce {pr:7.1f} MB/s  consume {co:7.1f} MB/s",
+                              file=sys.stderr, flush=True)
+                        continue
                     r = results[proto]
                     r["produce"].append(pr)
                     r["consume"].append(co)
@@ -192,15 +206,24 @@ def main() -> None:
                        if args.profile else [])
     med = {p: {k: statistics.median(v) for k, v in r.items()} for p, r in results.items()}
     base = med["PLAINTEXT"]
+    # the host's speed drifts between rounds more than within one: each protocol is also set
+    # against the PLAINTEXT turn of its own round (median of those paired ratios)
+    paired = {p: {k: statistics.median(a / b for a, b in zip(r[k], results["PLAINTEXT"][k],
+                                                                strict=True))
+                  for k in ("produce", "consume")} for p, r in results.items()}
     lines = [f"{args.records} records x {args.size} B per protocol and round, {args.rounds} "
              f"rounds (medians; every round runs each protocol once, order rotated), "
-             f"confluent-kafka, acks=1, one partition, one broker", "",
-             "| protocol | produce MB/s | vs PLAINTEXT | consume MB/s | vs PLAINTEXT | broker CPU "
-             "ms/MB produce | broker CPU ms/MB consume | client CPU ms/MB |",
+             f"confluent-kafka, acks=1, one partition, one broker; {args.warmup} warm-up round(s); "
+             f"data dir under {args.data_parent or tempfile.gettempdir()}", "",
+             "| protocol | produce MB/s | vs PLAINTEXT (medians / paired) | consume MB/s | vs "
+             "PLAINTEXT (medians / paired) | broker CPU ms/MB produce | broker CPU ms/MB consume | "
+             "client CPU ms/MB |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for p, m in med.items():
-        lines.append(f"| {p} | {m['produce']:.1f} | {m['produce'] / base['produce']:.0%} | "
-                     f"{m['consume']:.1f} | {m['consume'] / base['consume']:.0%} | "
+        q = paired[p]
+        lines.append(f"| {p} | {m['produce']:.1f} | {m['produce'] / base['produce']:.0%} / "
+                     f"{q['produce']:.0%} | {m['consume']:.1f} | "
+                     f"{m['consume'] / base['consume']:.0%} / {q['consume']:.0%} | "
                      f"{m['broker_produce']:.2f} | {m['broker_consume']:.2f} | "
                      f"{m['client']:.2f} |")
     lines += ["", "Per round (produce / consume MB/s):", ""]

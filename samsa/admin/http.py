@@ -13,7 +13,6 @@ import contextlib
 import importlib
 import importlib.util
 import logging
-import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -25,6 +24,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+
+from samsa.net.bind import bind_tcp
 
 from .context import CONSOLE_FACTORY, CONSOLE_MODULE, ConsoleContext
 
@@ -138,15 +139,7 @@ class AdminHttpServer:
         return f"http://{host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> None:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-        except OSError as e:
-            sock.close()
-            raise OSError(e.errno, f"admin HTTP listener could not listen on "
-                                   f"{self.host}:{self.port}: {e.strerror}") from None
+        sock = bind_tcp(self.host, self.port, "admin HTTP listener")
         self.port = sock.getsockname()[1]
         cfg = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
                              access_log=False, lifespan="off", timeout_keep_alive=30,

@@ -195,7 +195,11 @@ class Broker:
             return
         await self.node.wait_caught_up()
         image = self.node.image
-        self.logs.startup({name: self.controller.log_config(name) for name in image.topics})
+        configs = {name: self.controller.log_config(name) for name in image.topics}
+        from samsa.storage.remote.config import check_stored_topics  # tiered storage (Kafka's check)
+        check_stored_topics(self.logs.remote_system_enabled,
+                            [n for n, c in configs.items() if c.remote_storage_enable])
+        self.logs.startup(configs)
         self._hosting = True
         self.quotas.update(self.node.image.client_quotas)
         await self._reconcile()
@@ -504,11 +508,12 @@ class Broker:
                 lg.producers.expire(now, expiration)
 
     async def _write_markers(self, producer_id: int, epoch: int, commit: bool,
-                             partitions: set[tuple[str, int]]) -> None:
+                             partitions: set[tuple[str, int]], coordinator_epoch: int) -> None:
         """COMMIT/ABORT markers into every partition of a transaction: written here for the
         partitions this broker leads, sent as WriteTxnMarkers to the leaders of the others;
-        retried until written (MarkerSender)."""
-        await self.txn_markers.write(producer_id, epoch, commit, partitions)
+        retried until written (MarkerSender). `coordinator_epoch`: the leader epoch of the
+        transaction's __transaction_state partition, so a replaced coordinator is fenced."""
+        await self.txn_markers.write(producer_id, epoch, commit, partitions, coordinator_epoch)
 
     async def stop(self) -> None:
         self.admin.stopping()

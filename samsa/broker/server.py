@@ -40,13 +40,17 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from samsa.metrics.names import request_name
 from samsa.metrics.timing import RequestTiming
 from samsa.protocol import apis
 from samsa.protocol.codec import decode_request, encode_response
+from samsa.protocol.error_responses import UNKNOWN_SERVER_ERROR, error_response
 from samsa.protocol.fetch_response import FetchChunks
 from samsa.security.principal import ANONYMOUS, KafkaPrincipal
 from samsa.security.quotas import Timed, charge_request, charge_time
 from samsa.storage.file_slice import FileSlice
+
+from . import fault_inject
 
 if TYPE_CHECKING:
     from samsa.security.sasl.authenticator import SaslSession
@@ -130,6 +134,11 @@ def unsupported_api_versions(correlation_id: int,
 # queued.max.requests would let parked requests stop the broker from reading the very requests
 # that complete them.
 _PARKED_APIS = frozenset({apis.FETCH, apis.JOIN_GROUP, apis.SYNC_GROUP})
+
+
+class Unanswerable(Exception):
+    """A failed request that gets no error response (acks=0 produce, or the error response
+    itself failed): the connection closes, as Kafka's does. Already logged."""
 
 
 class _SliceCursor:
@@ -482,22 +491,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(key, version, corr, header.client_id, self, frame)
         handler = self.handlers[key]
+        if fault_inject.FAULTS:  # test-only hook, off unless SAMSA_FAULT_INJECT is set
+            handler = fault_inject.wrap(key, handler)
         quotas = self.broker.quotas
         charged = quotas.active and not self.spec.controller and charge_request(
             quotas, ctx, len(frame) + 4)
         started = time.perf_counter()
         try:
             result = handler(self.broker, ctx, body)
-        except Exception:
-            log.exception("handler for api %d v%d failed", key, version)
-            self.close()
+        except Exception as exc:  # Kafka answers with the API's error response, and goes on
+            RequestTiming(self.broker.metrics, key, version, body, self.received_at,
+                          started).done()
+            self._answer_failure(ctx, body, exc)
             return
         timing = RequestTiming(self.broker.metrics, key, version, body, self.received_at,
                                started)  # ops-metrics: per request, not per record
         if charged:
             charge_time(quotas, ctx, time.perf_counter() - started)
         if isinstance(result, Awaitable):
-            fut = asyncio.ensure_future(self._finish(ctx, Timed(result) if charged else result))
+            fut = asyncio.ensure_future(
+                self._finish(ctx, Timed(result) if charged else result, body))
             if key == apis.FETCH and inspect.iscoroutine(result):
                 self.fetches[fut] = result
                 fut.add_done_callback(self._fetch_done)
@@ -519,9 +532,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             try:
                 chunks = result if isinstance(result, list) else \
                     encode_response(key, version, corr, result)
-            except Exception:  # a handler bug must cost this connection only, never the broker
-                log.exception("cannot encode the answer to api %d v%d", key, version)
-                self.close()
+            except Exception as exc:  # a handler bug: answered like a failed handler
+                timing.done()
+                self._answer_failure(ctx, body, exc)
                 return
             self._respond_in_order(chunks)
             timing.done()
@@ -550,8 +563,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.counted -= 1
             self.limits.done_one()
 
-    async def _finish(self, ctx: RequestContext, aw: Awaitable[Any]) -> Response | None:
-        result = await aw
+    async def _finish(self, ctx: RequestContext, aw: Awaitable[Any], body: Any) -> Response | None:
+        try:
+            result = await aw
+        except Exception as exc:
+            return self._error_chunks(ctx, body, exc)  # Unanswerable: closed in _drain_pending
         if isinstance(aw, Timed):  # a request quota applies: the coroutine's own time
             charge_time(self.broker.quotas, ctx, aw.spent)
         if ctx.throttle_ms:
@@ -562,7 +578,43 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return None
         if isinstance(result, list):
             return result  # pre-encoded
-        return encode_response(ctx.api_key, ctx.version, ctx.correlation_id, result)
+        try:
+            return encode_response(ctx.api_key, ctx.version, ctx.correlation_id, result)
+        except Exception as exc:  # a handler bug: answered like a failed handler
+            return self._error_chunks(ctx, body, exc)
+
+    # ---- failed requests: Kafka's RequestHandlerHelper.handleError --------------------------
+    def _answer_failure(self, ctx: RequestContext, body: Any, exc: Exception) -> None:
+        """A handler raised synchronously: answer in order with the error response, or close."""
+        try:
+            chunks = self._error_chunks(ctx, body, exc)
+        except Unanswerable:
+            self.close()
+            return
+        self._respond_in_order(chunks)
+
+    def _error_chunks(self, ctx: RequestContext, body: Any, exc: Exception) -> list[bytes]:
+        """Log the failure (once, with its stack), count it, and encode the API's error
+        response (UNKNOWN_SERVER_ERROR wherever the request names something). Raises
+        Unanswerable when there is none to send: the connection must close instead."""
+        key, version = ctx.api_key, ctx.version
+        self.broker.metrics.request_error(_metric_name(key, body), "UNKNOWN_SERVER_ERROR")
+        try:
+            answer = error_response(key, version, body, UNKNOWN_SERVER_ERROR)
+            if answer is None:  # acks=0 produce: Kafka closes the connection
+                _FAILURES.log(key, version, exc, "closing the connection (no response to send)")
+                raise Unanswerable
+            if ctx.throttle_ms:
+                answer["throttle_time"] = ctx.throttle_ms
+                self.mute_for(ctx.throttle_ms)
+            chunks = encode_response(key, version, ctx.correlation_id, answer)
+        except Unanswerable:
+            raise
+        except Exception as e2:  # never let an error answer take more than this connection
+            _FAILURES.log(key, version, exc, f"closing the connection (no error response: {e2!r})")
+            raise Unanswerable from e2
+        _FAILURES.log(key, version, exc, "answered UNKNOWN_SERVER_ERROR")
+        return chunks
 
     def _enqueue(self, fut: asyncio.Future[Response | None]) -> None:
         self.pending.append(fut)
@@ -580,7 +632,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 continue
             exc = f.exception()
             if exc is not None:
-                log.error("request failed: %r", exc, exc_info=exc)
+                if not isinstance(exc, Unanswerable):  # else logged when it failed
+                    log.error("request failed: %r", exc, exc_info=exc)
                 self.close()
                 return
             chunks = f.result()
@@ -675,6 +728,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 raise EOFError(f"{sl!r} reaches past the end of its file")
             sent += n
         return sent
+
+
+class _FailureLog:
+    """Failed handlers are logged at ERROR with their stack, but each (api, exception type) at
+    most once per STACK_EVERY seconds: a client retrying a failing request in a tight loop
+    (kafka-python retries ListOffsets' UNKNOWN_SERVER_ERROR at once) must not flood the log.
+    Failures in between are one line each at DEBUG and counted in the next ERROR line."""
+
+    STACK_EVERY = 10.0
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[int, type], tuple[float | None, int]] = {}  # -> (logged at, skipped)
+
+    def log(self, api_key: int, version: int, exc: Exception, outcome: str) -> None:
+        k = (api_key, type(exc))
+        now = time.monotonic()
+        at, skipped = self.last.get(k, (None, 0))
+        if at is not None and now - at < self.STACK_EVERY:
+            self.last[k] = (at, skipped + 1)
+            log.debug("handler for api %d v%d failed again; %s: %r", api_key, version, outcome,
+                      exc)
+            return
+        if len(self.last) > 1024:  # bounded: one entry per api key and exception type
+            self.last.clear()
+        self.last[k] = (now, 0)
+        more = f" ({skipped} more such failures since the last report)" if skipped else ""
+        log.error("handler for api %d v%d failed; %s%s", api_key, version, outcome, more,
+                  exc_info=exc)
+
+
+_FAILURES = _FailureLog()
+
+
+def _metric_name(api_key: int, body: Any) -> str:
+    if api_key == apis.FETCH:
+        rs = getattr(body, "replica_state", None)
+        replica = rs.replica_id if rs is not None else getattr(body, "replica_id", -1)
+        return request_name(api_key, follower=replica >= 0)
+    return request_name(api_key)
 
 
 class NetworkLimits:

@@ -104,6 +104,13 @@ class InternalTopic:
         st = t.partitions.get(partition_for(key, t.count))
         return -1 if st is None else st.leader
 
+    def leader_epoch_of(self, key: str) -> int:
+        """The leader epoch of the key's partition (0 if unknown): a transaction coordinator's
+        epoch, which partition leaders use to fence markers from a coordinator since replaced."""
+        t = self.controller.image.topics.get(self.name)
+        st = None if t is None else t.partitions.get(partition_for(key, t.count))
+        return 0 if st is None else max(0, st.leader_epoch)
+
     def owns(self, key: str) -> bool:
         """This broker coordinates `key`: it leads the key's partition and holds its log."""
         if self.leader_of(key) != self.controller.node.node_id:

@@ -317,7 +317,7 @@ class Cluster:
             raise ConsoleError(f"cannot list ACLs: {describe(e)}", 403 if code_of(e) ==
                                KafkaError.CLUSTER_AUTHORIZATION_FAILED else 400) from None
         return [{"principal": b.principal, "host": b.host, "operation": _name(b.operation),
-                 "permission": _name(b.permission_type), "resourceType": _name(b.restype),
+                 "permission": _name(b.permission_type), "resourceType": _acl_type_name(b.restype),
                  "name": b.name, "pattern": _name(b.resource_pattern_type)} for b in res]
 
     def change_acl(self, add: bool, a: dict[str, str]) -> None:
@@ -331,7 +331,7 @@ class Cluster:
         )
 
         try:
-            rtype = ResourceType[a["resourceType"].upper()]
+            rtype = ResourceType[_acl_type(a["resourceType"].upper())]
             op = AclOperation[a["operation"].upper()]
             perm = AclPermissionType[a["permission"].upper()]
             pattern = ResourcePatternType[a.get("pattern", "LITERAL").upper()]
@@ -368,18 +368,103 @@ class Cluster:
         return AclOperation.DESCRIBE in ops or AclOperation.ALL in ops
 
     def users(self) -> list[dict[str, Any]]:
+        """Every SCRAM user with its credentials [(mechanism, iterations)]. Callers ask
+        may_describe_cluster() first when the cluster has an authorizer (see there)."""
         try:
             res = self.admin.describe_user_scram_credentials(request_timeout=TIMEOUT_S)
             res = res.result(timeout=TIMEOUT_S + 5) if hasattr(res, "result") else \
                 {u: f.result(timeout=TIMEOUT_S + 5) for u, f in res.items()}
         except KafkaException as e:
             raise ConsoleError(f"cannot list SCRAM users: {describe(e)}") from None
-        return [{"user": u, "mechanisms": ", ".join(f"{_name(i.mechanism)} ({i.iterations})"
-                                                     for i in d.scram_credential_infos)}
+        return [{"user": u, "credentials": [(_name(i.mechanism).replace("_", "-"), int(i.iterations))
+                                            for i in d.scram_credential_infos]}
                 for u, d in sorted(res.items())]
+
+    def set_scram(self, user: str, mechanism: str, password: str, iterations: int) -> None:
+        """Create or replace one SCRAM credential (AlterUserScramCredentials upsertion; the
+        client salts and hashes the password, only the salted form is sent). Checked first by
+        scram_checks: librdkafka hashes on its own thread, so an unbounded iteration count
+        would tie the session's client up. No message here ever carries the password."""
+        from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
+
+        scram_checks(user, mechanism, iterations, password)
+        try:
+            up = UserScramCredentialUpsertion(user, ScramCredentialInfo(_scram_mech(mechanism),
+                                                                        iterations), password.encode())
+            futs = self.admin.alter_user_scram_credentials([up], request_timeout=TIMEOUT_S)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise ConsoleError(f"bad SCRAM credential for {user!r}: {_no_secret(e, password)}") from None
+        for fut in futs.values():
+            _scram_wait(fut, f"cannot set the {mechanism} credential of {user!r}")
+
+    def delete_scram(self, user: str, mechanism: str) -> None:
+        """Delete one user's credential for one mechanism (AlterUserScramCredentials deletion)."""
+        from confluent_kafka.admin import UserScramCredentialDeletion
+
+        scram_checks(user, mechanism)
+        try:
+            d = UserScramCredentialDeletion(user, _scram_mech(mechanism))
+            futs = self.admin.alter_user_scram_credentials([d], request_timeout=TIMEOUT_S)
+        except (KafkaException, ValueError, TypeError) as e:
+            raise ConsoleError(f"bad SCRAM deletion for {user!r}: {describe(e)}") from None
+        for fut in futs.values():
+            _scram_wait(fut, f"cannot delete the {mechanism} credential of {user!r}")
 
     def close(self) -> None:
         pass
+
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_MIN_ITERATIONS = 4096  # Kafka's ScramMechanism minimum, also its default
+SCRAM_MAX_ITERATIONS = 16384  # AlterUserScramCredentials refuses more (KIP-554)
+MAX_USER_CHARS = 256  # the console's bound on a user name (Kafka sets none)
+MAX_PASSWORD_CHARS = 1024  # the console's bound on a password
+
+
+def scram_checks(user: str, mechanism: str, iterations: int | None = None,
+                 password: str | None = None) -> None:
+    """The form's values within Kafka's bounds (and the console's length bounds), else a 400 page."""
+    if not user:
+        raise ConsoleError("a SCRAM credential needs a user name")
+    if len(user) > MAX_USER_CHARS:
+        raise ConsoleError(f"user names longer than {MAX_USER_CHARS} characters are not accepted here")
+    if mechanism not in SCRAM_MECHANISMS:
+        raise ConsoleError(f"unknown SCRAM mechanism {mechanism[:40]!r} "
+                           f"(use {' or '.join(SCRAM_MECHANISMS)})")
+    if iterations is not None and not SCRAM_MIN_ITERATIONS <= iterations <= SCRAM_MAX_ITERATIONS:
+        raise ConsoleError(f"iterations must be between {SCRAM_MIN_ITERATIONS} and "
+                           f"{SCRAM_MAX_ITERATIONS} (Kafka's bounds; the default is "
+                           f"{SCRAM_MIN_ITERATIONS})")
+    if password is not None and not password:
+        raise ConsoleError("the password must not be empty")
+    if password is not None and len(password) > MAX_PASSWORD_CHARS:
+        raise ConsoleError(f"passwords longer than {MAX_PASSWORD_CHARS} characters are not accepted "
+                           "here")
+
+
+def _scram_mech(name: str) -> Any:
+    from confluent_kafka.admin import ScramMechanism
+
+    return ScramMechanism.SCRAM_SHA_256 if name == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
+
+
+def _scram_wait(fut: Any, what: str) -> None:
+    """A credential change's result: the broker's refusal as a page with a fitting status."""
+    try:
+        fut.result(timeout=TIMEOUT_S + 5)
+    except KafkaException as e:
+        code = code_of(e)
+        status = 403 if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED else \
+            404 if code == KafkaError.RESOURCE_NOT_FOUND else 400
+        raise ConsoleError(f"{what}: {describe(e)}", status) from None
+    except TimeoutError:
+        raise ConsoleError(f"{what}: the broker did not answer in time", 504) from None
+
+
+def _no_secret(e: BaseException, secret: str) -> str:
+    """A client error's text with the password cut out, should a client ever quote it."""
+    text = describe(e)
+    return text.replace(secret, "***") if secret else text
 
 
 def parse_time(text: str) -> int:
@@ -398,6 +483,16 @@ def parse_time(text: str) -> int:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return int(dt.timestamp() * 1000)
+
+
+def _acl_type(name: str) -> str:
+    """Kafka's ACL resource type CLUSTER is confluent-kafka's ResourceType.BROKER (both 4)."""
+    return "BROKER" if name == "CLUSTER" else name
+
+
+def _acl_type_name(v: Any) -> str:
+    name = _name(v)
+    return "CLUSTER" if name == "BROKER" else name
 
 
 def _name(v: Any) -> str:

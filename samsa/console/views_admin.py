@@ -11,7 +11,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import html as h
-from .cluster import ConsoleError
+from .cluster import (
+    MAX_PASSWORD_CHARS,
+    MAX_USER_CHARS,
+    SCRAM_MAX_ITERATIONS,
+    SCRAM_MECHANISMS,
+    SCRAM_MIN_ITERATIONS,
+    ConsoleError,
+)
 from .registry import q
 from .state import ConsoleState
 from .web import Req, redirect, view
@@ -118,13 +125,68 @@ def security(req: Req) -> Response:
                              h.e(a["resourceType"]), h.e(a["name"]), h.e(a["pattern"]), _remove_form(a)]
                             for a in acls], raw=True, empty="no ACLs") + _add_acl_form()
     try:
-        users = c.users()
-        user_html = h.table(["user", "SCRAM credentials"], [[x["user"], x["mechanisms"]] for x in users],
-                            empty="no SCRAM users")
+        user_html = _users_html(c.users())
     except ConsoleError as e:
         user_html = f'<p class="note">{h.e(e)}</p>'
     return req.page("Security", signed + "<h2>ACLs</h2>" + acl_html + "<h2>Users</h2>" + user_html,
                     "/security")
+
+
+def _users_html(users: list[dict[str, Any]]) -> str:
+    """SCRAM credentials, one row each with its delete form, and the form that sets one."""
+    rows = [[h.e(x["user"]), h.e(mech), h.e(iters), _delete_scram_form(x["user"], mech)]
+            for x in users for mech, iters in x["credentials"]]
+    table = h.table(["user", "mechanism", "iterations", ""], rows, raw=True, empty="no SCRAM users")
+    return table + _set_scram_form()
+
+
+def _delete_scram_form(user: str, mech: str) -> str:
+    hidden = (f'<input type="hidden" name="user" value="{h.e(user)}">'
+              f'<input type="hidden" name="mechanism" value="{h.e(mech)}">')
+    return h.form("/security/users/delete", hidden + '<button class="danger">Delete</button>',
+                  confirm=f"Delete the {mech} credential of {user}? They can no longer sign in "
+                          f"with {mech}.")
+
+
+def _set_scram_form() -> str:
+    return ("<h3>Set a SCRAM credential</h3><p>Creates the user's credential for that mechanism, "
+            "or replaces it (a new password or iteration count).</p>" + h.form(
+                "/security/users",
+                h.field("User", "user", attrs=f'required maxlength="{MAX_USER_CHARS}" '
+                                              'autocomplete="off"')
+                + h.select("Mechanism", "mechanism", [(m, m) for m in SCRAM_MECHANISMS],
+                           SCRAM_MECHANISMS[0])
+                + h.field("Password", "password", kind="password",
+                          attrs=f'required maxlength="{MAX_PASSWORD_CHARS}" autocomplete="new-password"')
+                + h.field("Iterations", "iterations", SCRAM_MIN_ITERATIONS, kind="number",
+                          attrs=f'min="{SCRAM_MIN_ITERATIONS}" max="{SCRAM_MAX_ITERATIONS}" required')
+                + "<button>Set credential</button>", cls="set-scram"))
+
+
+def _iterations(text: str) -> int:
+    text = text.strip()
+    if not text:
+        return SCRAM_MIN_ITERATIONS
+    if len(text) > 12 or not text.lstrip("-").isdigit():
+        raise ConsoleError(f"iterations must be a whole number between {SCRAM_MIN_ITERATIONS} and "
+                           f"{SCRAM_MAX_ITERATIONS} (Kafka's bounds; the default is "
+                           f"{SCRAM_MIN_ITERATIONS})")
+    return int(text)
+
+
+def set_scram(req: Req) -> Response:
+    """Create or change a credential as the signed-in principal (the broker checks ALTER on the
+    cluster). The password goes only to the client: never into a page, notice or message."""
+    f = req.form
+    user, mech = f.get("user", "").strip(), f.get("mechanism", "")
+    req.session.cluster.set_scram(user, mech, f.get("password", ""), _iterations(f.get("iterations", "")))
+    return redirect("/security", f"{mech} credential set for {user}")
+
+
+def delete_scram(req: Req) -> Response:
+    user, mech = req.form.get("user", ""), req.form.get("mechanism", "")
+    req.session.cluster.delete_scram(user, mech)
+    return redirect("/security", f"{mech} credential of {user} deleted")
 
 
 ACL_FIELDS = ("principal", "host", "operation", "permission", "resourceType", "name", "pattern")
@@ -171,4 +233,6 @@ def routes(state: ConsoleState) -> list[Any]:
         Route("/security", view(state, security)),
         Route("/security/acls", view(state, add_acl), methods=["POST"]),
         Route("/security/acls/delete", view(state, remove_acl), methods=["POST"]),
+        Route("/security/users", view(state, set_scram), methods=["POST"]),
+        Route("/security/users/delete", view(state, delete_scram), methods=["POST"]),
     ]

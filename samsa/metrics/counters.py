@@ -91,6 +91,9 @@ class BrokerMetrics:
         self.topics: dict[str, TopicStats] = {}
         self.gone = TopicStats()
         self.requests: dict[str, RequestStats] = {}
+        # (request name, error name) -> count: Kafka's ErrorsPerSec, counted today only for the
+        # requests whose handler failed and were answered UNKNOWN_SERVER_ERROR
+        self.errors: dict[tuple[str, str], int] = {}
         self.listeners: dict[str, ListenerStats] = {}
         self.replication_bytes_in = 0
         self.replication_bytes_out = 0
@@ -141,6 +144,10 @@ class BrokerMetrics:
         if r is None:
             r = self.requests[name] = RequestStats()
         return r
+
+    def request_error(self, name: str, error: str) -> None:
+        k = (name, error)
+        self.errors[k] = self.errors.get(k, 0) + 1
 
     def listener(self, name: str | None) -> ListenerStats:
         key = name or "PLAINTEXT"

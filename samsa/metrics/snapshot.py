@@ -107,10 +107,15 @@ def _request_families(broker: Broker) -> list[Family]:
             f.add(acc, "_bucket", request=name, le="+Inf")
             f.add(acc, "_count", request=name)
             f.add(h.total, "_sum", request=name)
+    errors = Family("kafka_network_requestmetrics_errors", "counter",
+                    "Requests answered with an error, per request type and error (ErrorsPerSec); "
+                    "counted only for requests whose handler failed (UNKNOWN_SERVER_ERROR).")
+    for (name, error), n in sorted(broker.metrics.errors.items()):
+        errors.add(n, "_total", request=name, error=error)
     queue = Family("kafka_network_requestchannel_requestqueuesize", "gauge",
                    "Requests read and not yet answered (queued.max.requests counts these).")
     queue.add(broker.network_limits.in_flight)
-    return [reqs, *hists, queue]
+    return [reqs, *hists, errors, queue]
 
 
 _TIME_HELP = {

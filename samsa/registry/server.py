@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 import uvicorn
 
 from samsa.config import ConfigError
+from samsa.net.bind import bind_tcp
 
 from . import storeconf
 from .api import DEFAULT_MAX_BODY, RegistryApp
@@ -105,7 +106,9 @@ class RegistryServer:
             cfg.load()
             cfg.ssl = self.tls.get((host, port))  # our context: PEM stores, client auth
             server = _Server(cfg)
-            task = asyncio.create_task(server.serve())
+            # bound here: uvicorn would sys.exit() on a bind error, ending the embedding broker
+            sock = bind_tcp(host, port, "schema registry")
+            task = asyncio.create_task(server.serve(sockets=[sock]))
             self._servers.append(server)
             self._tasks.append(task)
             while not server.started:
@@ -113,8 +116,7 @@ class RegistryServer:
                     task.result()
                     raise OSError(f"schema registry could not listen on {host}:{port}")
                 await asyncio.sleep(0.02)
-            servers = getattr(server, "servers", [])
-            bound = servers[0].sockets[0].getsockname()[1] if servers else port
+            bound = sock.getsockname()[1]
             self.urls.append(f"{scheme}://{host}:{bound}")
         self.port = int(self.urls[0].rsplit(":", 1)[1])
         log.info("schema registry listening on %s (%s, %s, %d schemas)", ", ".join(self.urls),

@@ -24,7 +24,7 @@ import struct
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +133,17 @@ def _topic_ids(client: dict[str, str], topics: set[str]) -> dict[str, uuid.UUID]
     return out
 
 
+def _low_watermarks(client: dict[str, str], keys: Iterable[str]) -> dict[str, int]:
+    """The broker's earliest offset (across tiers) of each partition."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(consumer_conf(client))
+    try:
+        return {k: watermark(c, TopicPartition(*split_key(k)))[0] for k in keys}
+    finally:
+        c.close()
+
+
 def read_metadata(client: dict[str, str]) -> RemoteLogMetadataCache:
     """Replay `__remote_log_metadata` up to its current end into a cache (empty when the cluster
     has no tiered storage)."""
@@ -178,31 +189,26 @@ def plan_remote(client: dict[str, str], start: dict[str, int], end: dict[str, in
     """The remote input partitions for [start, end) per partition, and where the rest (read
     through a broker) starts. Only an unbroken run of readable segments from `start` is taken:
     whatever precedes the first segment or follows a gap goes through the broker (which knows
-    what was deleted and answers as it always does). A start equal to the broker's `earliest`
-    means "earliest": it is taken down to the remote tier's start if that is lower (a broker
-    that reports its local log start)."""
+    what was deleted and answers as it always does). Nothing below the broker's `earliest` (its
+    log start across tiers; looked up when not given) is read from the store: a remote segment
+    may still hold offsets below it (DeleteRecords inside the segment, a deletion under way), and
+    those records are gone. A range starting below it goes wholly through the broker, which
+    reports the loss as for any deleted offsets (failOnDataLoss)."""
     cache = read_metadata(client)
     ids: dict[str, uuid.UUID] = {}
     if cache.partitions:
         ids = _topic_ids(client, {split_key(k)[0] for k in start if k in end})
-    start = dict(start)
-    for k, s in list(start.items()):
-        topic, partition = split_key(k)
-        tid = ids.get(topic)
-        if earliest is None or tid is None or earliest.get(k) != s:
-            continue
-        rs = cache.remote_log_start_offset(TopicIdPartition(tid, topic, partition))
-        if 0 <= rs < s:
-            start[k] = rs
     wanted = {k: (s, end[k]) for k, s in start.items() if k in end and end[k] > s}
-    if not wanted:
-        return [], start
+    if not wanted or not ids:
+        return [], dict(start)
+    lows = earliest if earliest is not None else _low_watermarks(client, wanted)
     parts: list[RemoteSegmentRange] = []
     rest = dict(start)
     for k, (s, e) in sorted(wanted.items()):
         topic, partition = split_key(k)
         tid = ids.get(topic)
-        if tid is None:
+        low = lows.get(k)
+        if tid is None or low is None or s < low:
             continue
         cursor = s
         for m in cache.segments(TopicIdPartition(tid, topic, partition)):

@@ -135,6 +135,11 @@ class ProducerStateManager:
         if h.is_transactional and e.txn_first_offset < 0:
             e.txn_first_offset = base_offset
 
+    def coordinator_epoch_of(self, producer_id: int) -> int:
+        """The coordinator epoch of the producer's last marker here (-1: none yet)."""
+        e = self.producers.get(producer_id)
+        return -1 if e is None else e.coordinator_epoch
+
     def on_marker(self, producer_id: int, epoch: int, marker_type: int, offset: int,
                   coordinator_epoch: int, lso_before: int) -> AbortedTxn | None:
         """A COMMIT/ABORT marker at `offset` closes the producer's open transaction."""

@@ -44,8 +44,10 @@ class SamsaBroker:
 
     def __init__(self, data_dir: str | Path | None = None, port: int | None = None,
                  overrides: dict[str, str] | None = None, startup_timeout: float = 30.0,
-                 nofile: tuple[int, int] | None = None) -> None:
-        """`nofile`: (soft, hard) RLIMIT_NOFILE for the broker process."""
+                 nofile: tuple[int, int] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        """`nofile`: (soft, hard) RLIMIT_NOFILE for the broker process; `env`: variables added
+        to its environment (test hooks such as SAMSA_FAULT_INJECT)."""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="samsa-test-")
@@ -58,6 +60,7 @@ class SamsaBroker:
             self.overrides["admin.http.listeners"] = f"http://127.0.0.1:{free_port()}"
         self.startup_timeout = startup_timeout
         self.nofile = nofile
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
 
@@ -78,6 +81,7 @@ class SamsaBroker:
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("SAMSA_")}
+        env.update(self.env)
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=self._limits if self.nofile else None)

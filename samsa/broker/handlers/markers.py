@@ -34,6 +34,11 @@ async def write_local(broker: Broker, producer_id: int, epoch: int, commit: bool
         if lg is None:
             codes[tp] = broker.partition_error(*tp)
             continue
+        if lg.producers.coordinator_epoch_of(producer_id) > coordinator_epoch:
+            # Kafka's ProducerAppendInfo.checkCoordinatorEpoch: a marker from a coordinator
+            # older than the one whose marker this partition already has
+            codes[tp] = Err.TRANSACTION_COORDINATOR_FENCED
+            continue
         lg.append_marker(producer_id, epoch, marker, coordinator_epoch,
                          leader_epoch=lg.leader_epoch)
         codes[tp] = 0

@@ -78,7 +78,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 elif ts == MAX_TIMESTAMP:
                     off, mts = lg.max_timestamp_offset()
                     r["offset"], r["timestamp"] = off, mts
-                    fn = remote_reads.remote_max_timestamp_lookup(tier, mts) \
+                    fn = remote_reads.remote_max_timestamp_lookup(tier, mts, lg) \
                         if tier is not None else None
                     if fn is not None:
                         local = (off, mts) if off >= 0 else None

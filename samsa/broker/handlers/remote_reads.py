@@ -326,8 +326,19 @@ def _find_by_timestamp(r: RemoteLogReader, metas: list[RemoteLogSegmentMetadata]
     return None
 
 
-def _find_max(r: RemoteLogReader, meta: RemoteLogSegmentMetadata) -> tuple[int, int] | None:
-    return r.max_timestamp(meta)
+def _find_max(r: RemoteLogReader, metas: list[RemoteLogSegmentMetadata], start: int,
+              local_max_ts: int) -> tuple[int, int] | None:
+    """The record with the largest timestamp at or after `start` in these segments (by their
+    metadata's max timestamp, largest first), if it is at least the local log's largest."""
+    best: tuple[int, int] | None = None
+    for meta in metas:
+        if best is not None and meta.max_timestamp_ms < best[1]:
+            break  # no record of it can beat what was found
+        found = r.max_timestamp(meta, start)
+        if found is not None and (best is None or found[1] > best[1]
+                                  or (found[1] == best[1] and found[0] < best[0])):
+            best = found
+    return None if best is None or best[1] < local_max_ts else best
 
 
 def remote_timestamp_lookup(t: Tier, lg: PartitionLog, ts: int) -> Any:
@@ -342,18 +353,20 @@ def remote_timestamp_lookup(t: Tier, lg: PartitionLog, ts: int) -> Any:
     return lambda: _find_by_timestamp(r, metas, ts, start)
 
 
-def remote_max_timestamp_lookup(t: Tier, local_max_ts: int) -> Any:
-    """A blocking callable for MAX_TIMESTAMP when a remote segment holds a timestamp at least as
-    large as every local one (the earliest such record wins); None otherwise."""
-    best: RemoteLogSegmentMetadata | None = None
-    for m in t.rlmm.segments(t.tp):
-        if m.max_timestamp_ms >= 0 and (best is None or m.max_timestamp_ms > best.max_timestamp_ms):
-            best = m
-    if best is None or best.max_timestamp_ms < local_max_ts:
+def remote_max_timestamp_lookup(t: Tier, local_max_ts: int,
+                                lg: PartitionLog | None = None) -> Any:
+    """A blocking callable for MAX_TIMESTAMP when a remote segment may hold a timestamp at least
+    as large as every local one (the earliest such record wins; records below the log start
+    across tiers do not count: DeleteRecords may cut a remote segment); None otherwise."""
+    start = log_start(t, lg) if lg is not None else 0
+    metas = sorted((m for m in t.rlmm.segments(t.tp)
+                    if m.max_timestamp_ms >= 0 and m.end_offset >= start
+                    and m.max_timestamp_ms >= local_max_ts),
+                   key=lambda m: (-m.max_timestamp_ms, m.start_offset))
+    if not metas:
         return None
     r = reader(t)
-    meta = best
-    return lambda: _find_max(r, meta)
+    return lambda: _find_max(r, metas, start, local_max_ts)
 
 
 async def run_lookups(t: Tier, lookups: list[tuple[dict[str, Any], Any, Any]],

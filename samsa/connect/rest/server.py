@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlparse
 
 import uvicorn
+
+from samsa.net.bind import bind_tcp
 
 from .app import ConnectRestApp, HerderSource
 from .tls import RestTls
@@ -64,16 +65,8 @@ class ConnectRestServer:
                              access_log=False, lifespan="off", timeout_keep_alive=30,
                              **(self.tls.uvicorn_options() if self.tls is not None else {}))
         self._server = _Server(cfg)
-        # bind here: uvicorn would sys.exit() on a bind error, which must not end the worker
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-        except OSError as e:
-            sock.close()
-            raise OSError(f"Connect REST API could not listen on {self.host}:{self.port}: "
-                          f"{e.strerror}") from None
+        # bound here: uvicorn would sys.exit() on a bind error, which must not end the worker
+        sock = bind_tcp(self.host, self.port, "Connect REST API")
         self.port = sock.getsockname()[1]
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:

@@ -79,8 +79,8 @@ def _copy(meta: TxnMetadata) -> TxnMetadata:
                        | {"partitions": set(meta.partitions)})
 
 
-# (producer id, epoch, commit?, partitions) -> writes the markers
-MarkerWriter = Callable[[int, int, bool, set[tuple[str, int]]], Awaitable[None]]
+# (producer id, epoch, commit?, partitions, coordinator epoch) -> writes the markers
+MarkerWriter = Callable[[int, int, bool, set[tuple[str, int]], int], Awaitable[None]]
 
 
 class TxnConfig:
@@ -361,7 +361,8 @@ class TransactionCoordinator:
 
     async def _complete(self, meta: TxnMetadata) -> None:
         commit = meta.state == TxnState.PREPARE_COMMIT
-        await self.write_markers(meta.producer_id, meta.epoch, commit, set(meta.partitions))
+        await self.write_markers(meta.producer_id, meta.epoch, commit, set(meta.partitions),
+                                 self.topic.leader_epoch_of(meta.transactional_id))
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         meta.partitions = set()
         await self._persist(meta)

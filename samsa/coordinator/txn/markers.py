@@ -64,6 +64,13 @@ class MarkerSender:
                 for tp, code in codes.items():
                     if code in (0, Err.UNKNOWN_TOPIC_OR_PARTITION):
                         pending.discard(tp)
+                    elif code == Err.TRANSACTION_COORDINATOR_FENCED:
+                        # a newer coordinator has written this producer's markers: it completes
+                        # the transaction, this one stops (Kafka's marker handler does the same)
+                        log.warning("transaction markers of producer %d on %s: this coordinator "
+                                    "(epoch %d) is fenced by a newer one", producer_id, tp,
+                                    coordinator_epoch)
+                        pending.discard(tp)
             if not pending:
                 return
             if time.monotonic() - warned > 10:

@@ -65,6 +65,18 @@ def validate_topic(effective: Mapping[str, str | None], existing: Mapping[str, s
                     "will be no more logs copied to the remote storage.")
 
 
+STORED_MSG = ("You have to delete all topics with the property remote.storage.enable=true before "
+              "disabling tiered storage cluster-wide")
+
+
+def check_stored_topics(system_enabled: bool, tiered: list[str]) -> None:
+    """Kafka refuses to start a broker with remote.log.storage.system.enable=false while a topic
+    has remote.storage.enable=true (its stored configs fail validation): such a broker would
+    apply the total retention to the local log alone and hide the remote tier from clients."""
+    if tiered and not system_enabled:
+        raise ConfigError(f"{STORED_MSG} (topics: {', '.join(sorted(tiered)[:10])})")
+
+
 def validate_broker(get: Callable[[str], str | None]) -> None:
     """Broker-level local retention within the total (Kafka checks it when tiered storage is on)."""
     if (get("remote.log.storage.system.enable") or "false").lower() != "true":

@@ -60,7 +60,7 @@ _TXN = struct.Struct(">qqqq")
 FOREIGN_DANGLING_MS = 300_000
 # objects the metadata does not know are deleted once this old (a copy publishes its
 # COPY_SEGMENT_STARTED before it uploads, so only a lost metadata write leaves such objects)
-ORPHAN_GRACE_MS = 60_000
+ORPHAN_GRACE_MS = int(os.environ.get("SAMSATEST_REMOTE_ORPHAN_GRACE_MS") or 60_000)  # tests
 # a partition whose topic (by id) the image does not hold must stay so this long before its remote
 # data is deleted (an image lagging behind the metadata topic is not a deletion)
 GONE_CONFIRM_S = 5.0
@@ -533,6 +533,10 @@ class RemoteLogManager:
             gone = self.topic_id(tp.topic) != tp.topic_id
             if not gone and self.leader_log(tp.topic, tp.partition) is None:
                 continue
+            if not gone and not self.rlmm.replays(tp):
+                # no replica of its metadata partition here: this broker cannot know what other
+                # brokers copied, so an object unknown here may be another leader's FINISHED copy
+                continue
             if gone and not self.cleanup_node():
                 continue
             meta = RemoteLogSegmentMetadata(o.segment_id, _start_of(o), -1, -1, self.node_id,
@@ -548,9 +552,10 @@ class RemoteLogManager:
 
 
 def _start_of(o: Any) -> int:
-    """The start offset a store encodes in an object's file names (`<start>-<id>.<part>`)."""
+    """The start offset a store encodes in an object's file names (`<start>-<id>.<part>`; S3
+    lists whole keys, so the name is what follows the last `/`)."""
     for name in getattr(o, "files", ()):
-        head = name.split("-", 1)[0]
+        head = name.rsplit("/", 1)[-1].split("-", 1)[0]
         if head.isdigit():
             return int(head)
     return 0

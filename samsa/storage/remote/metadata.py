@@ -294,6 +294,10 @@ class RemoteLogMetadataCache:
         """Ids of every segment not yet DELETE_SEGMENT_FINISHED (orphan cleanup keeps these)."""
         return {i for st in self.partitions.values() for i in st.segments}
 
+    def replays(self, tp: TopicIdPartition) -> bool:
+        """Every event of `tp` reaches this cache (a plain cache: whoever feeds it decides)."""
+        return True
+
     def delete_state(self, tp: TopicIdPartition) -> RemotePartitionDeleteState | None:
         st = self.partitions.get(tp)
         return None if st is None else st.delete_state
@@ -325,6 +329,11 @@ class RemoteLogMetadataManager(RemoteLogMetadataCache):
 
     def partition_for(self, tp: TopicIdPartition) -> int:
         return metadata_partition(tp, self.topic.count())
+
+    def replays(self, tp: TopicIdPartition) -> bool:
+        """This broker holds a replica of `tp`'s metadata partition, so it learns the events other
+        brokers write (without one it knows only its own writes)."""
+        return self.logs.get(TOPIC, self.partition_for(tp)) is not None
 
     # ---- writes -------------------------------------------------------------------------
     async def publish(self, ev: Event) -> None:

@@ -595,12 +595,40 @@ class RemoteLogReader:
             pos += h.size
         return None
 
-    def max_timestamp(self, meta: RemoteLogSegmentMetadata) -> tuple[int, int] | None:
-        """(offset, timestamp) of the record with the segment's largest timestamp (the first
-        such), or None. Blocking."""
+    def max_timestamp(self, meta: RemoteLogSegmentMetadata,
+                      start_offset: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (the first such) in the
+        segment, or among its records at or after `start_offset` (a log start inside it: the
+        segment's own maximum may be a deleted record's); None if there is none. Blocking: reads
+        batch headers, decodes at most two batches."""
         if meta.max_timestamp_ms < 0:
             return None
-        return self.offset_for_timestamp(meta, meta.max_timestamp_ms, meta.start_offset)
+        if start_offset is None or start_offset <= meta.start_offset:
+            return self.offset_for_timestamp(meta, meta.max_timestamp_ms, meta.start_offset)
+        pos = self._batch_at(meta, start_offset)
+        size = meta.segment_size_in_bytes
+        straddle: tuple[int, int] | None = None  # the best record of the batch holding the start
+        top = -1  # the largest max timestamp of the batches wholly at or after the start
+        while pos is not None and pos + HEADER_SIZE <= size:
+            h = read_header(self._range(meta, pos, pos + HEADER_SIZE))
+            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH:
+                self._forget(meta)
+                raise CorruptRemoteData(f"remote segment {meta.id}: bad batch at position {pos}")
+            if not h.is_control and h.base_offset < start_offset:
+                batch = self._range(meta, pos, pos + h.size)
+                if len(batch) < h.size or crc32c.crc32c(memoryview(batch)[ATTR_OFFSET:]) != h.crc:
+                    self._forget(meta)
+                    raise CorruptRemoteData(f"remote segment {meta.id} of {meta.tp}: batch at "
+                                            f"offset {h.base_offset} fails its CRC")
+                for r in decode_batch(batch):
+                    if r.offset >= start_offset and (straddle is None or r.timestamp > straddle[1]):
+                        straddle = (r.offset, r.timestamp)
+            elif not h.is_control and h.max_timestamp > top:
+                top = h.max_timestamp
+            pos += h.size
+        if straddle is not None and straddle[1] >= top:
+            return straddle
+        return self.offset_for_timestamp(meta, top, start_offset) if top >= 0 else None
 
     def stats(self) -> dict[str, int]:
         return {"chunk_cache_bytes": self.chunks.size, "chunk_cache_hits": self.chunks.hits,

@@ -1,0 +1,1 @@
+"""Small networking helpers shared by Samsa's HTTP servers."""
