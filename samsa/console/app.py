@@ -11,6 +11,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -21,9 +22,10 @@ from . import views_admin, views_groups, views_messages, views_schemas, views_to
 from .cluster import ConsoleError
 from .context import Live
 from .state import COOKIE, SESSION_TTL_S, ConsoleState
-from .web import cross_site, error_page
+from .web import LoopbackHostGuard, cross_site, error_page, read_body
 
 STATIC = Path(__file__).with_name("static")
+MAX_LOGIN_BYTES = 65536
 
 
 def _login_page(next_path: str, error: str | None = None, status: int = 200) -> HTMLResponse:
@@ -50,7 +52,11 @@ def build_console(ctx: Any) -> Starlette:
             return _login_page(_safe_next(request.query_params.get("next", "/")))
         if cross_site(request):
             return error_page("Not allowed", "a form from another site cannot sign in here", 403)
-        body = (await request.body())[:65536]
+        if not state.login_required:  # no SASL: no sessions (each would hold its own clients)
+            return RedirectResponse("/", status_code=303)
+        body = await read_body(request, MAX_LOGIN_BYTES)
+        if body is None:
+            return error_page("Too large", "the sign-in form is larger than 64 KiB", 413)
         form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
         nxt = _safe_next(form.get("next", "/"))
         try:
@@ -85,6 +91,7 @@ def build_console(ctx: Any) -> Starlette:
         *views_topics.routes(state), *views_messages.routes(state), *views_groups.routes(state),
         *views_schemas.routes(state), *views_admin.routes(state),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, 500: server_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found, 500: server_error},
+                    middleware=[Middleware(LoopbackHostGuard)])
     app.state.console = state
     return app

@@ -4,6 +4,7 @@ failure becomes a page that says what went wrong, never a stack trace."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import urllib.parse
 from collections.abc import Callable
@@ -63,6 +64,59 @@ def error_page(title: str, message: str, status: int, user: str | None = None) -
 View = Callable[[Req], Response]
 
 
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None once it is larger than `limit` (a Content-Length over it is
+    refused before anything is read): a huge or endless POST must not grow the broker's memory
+    or hold a thread waiting for bytes that are never used."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return None
+        except ValueError:
+            return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class LoopbackHostGuard:
+    """DNS rebinding: a page of another site whose name is made to resolve to 127.0.0.1 is, to the
+    browser, its own origin, so its requests pass the Origin check and it can read pages and post
+    forms. A console listening on a loopback address answers only requests whose Host names a
+    loopback address (localhost, 127.0.0.1, [::1]); others get 403."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("server") and _loopback(str(scope["server"][0])):
+            host = next((v.decode("latin-1") for k, v in scope.get("headers", ())
+                         if k == b"host"), None)
+            name = urllib.parse.urlsplit(f"//{host}").hostname if host else None
+            if host is not None and (name is None or not _loopback(name)):
+                page = error_page("Not allowed", "this console answers only to a loopback host name "
+                                  "(localhost, 127.0.0.1)", 403)
+                await page(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def cross_site(request: Request) -> bool:
     """A POST another site's page made the browser send (its Origin is not this console): refused,
     so a page elsewhere cannot delete a topic through a console on localhost. Clients that send no
@@ -84,8 +138,8 @@ def view(state: ConsoleState, fn: View) -> Callable[[Request], Any]:
             return error_page("Not allowed", "a form from another site cannot change this cluster", 403,
                               session.user)
         if request.method == "POST":
-            body = await request.body()
-            if len(body) > MAX_FORM_BYTES:
+            body = await read_body(request, MAX_FORM_BYTES)
+            if body is None:
                 return error_page("Too large", "the form is larger than 1 MiB", 413, session.user)
             try:
                 parsed = urllib.parse.parse_qs(body.decode("utf-8"), keep_blank_values=True,

@@ -27,6 +27,7 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 ACCEPTED_TYPES = ("application/vnd.schemaregistry.v1+json", "application/vnd.schemaregistry+json",
                   "application/json", "application/octet-stream")
 DEFAULT_MAX_BODY = 16 << 20
+_INLINE_JSON = 64 << 10  # bodies up to this are parsed on the event loop
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -122,16 +123,23 @@ class RegistryApp:
         if not raw.strip():
             return {}
         try:
-            return json.loads(raw)
+            # a big body is parsed off the event loop (the embedded registry shares the broker's)
+            return json.loads(raw) if len(raw) < _INLINE_JSON else \
+                await asyncio.to_thread(json.loads, raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise errors.bad_request(f"Unexpected character in the request body: {e}") from None
+        except RecursionError:
+            raise errors.bad_request("The request body nests too deeply") from None
 
     async def _run(self, request: Request, fn: Callable[[], Any], write: bool = False,
-                   body: bytes | None = None) -> Response:
+                   body: bytes | None = None, offload: bool = False) -> Response:
+        """`fn` on a thread for writes and for reads that parse a schema the client sent
+        (`offload`: lookups, compatibility checks, whose cost the client chooses); the
+        embedded registry shares the broker's event loop, which must not wait on them."""
         try:
             if write and self.leader_url:
                 return await self._forward(request, body)
-            result = await asyncio.to_thread(fn) if write else fn()
+            result = await asyncio.to_thread(fn) if write or offload else fn()
             return result if isinstance(result, Response) else _json(result)
         except RegistryError as e:
             return _json(e.body(), e.status)
@@ -236,7 +244,7 @@ class RegistryApp:
         except RegistryError as e:
             return _json(e.body(), e.status)
         return await self._run(request, lambda: self.registry.lookup(
-            subject, body, _flag(request, "normalize"), _flag(request, "deleted")))
+            subject, body, _flag(request, "normalize"), _flag(request, "deleted")), offload=True)
 
     async def config(self, request: Request) -> Response:
         subject = request.path_params.get("subject")
@@ -275,4 +283,5 @@ class RegistryApp:
         except RegistryError as e:
             return _json(e.body(), e.status)
         return await self._run(request, lambda: self.registry.test_compatibility(
-            subject, version, body, _flag(request, "verbose"), _flag(request, "normalize")))
+            subject, version, body, _flag(request, "verbose"), _flag(request, "normalize")),
+            offload=True)

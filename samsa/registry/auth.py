@@ -175,15 +175,23 @@ class BasicAuth:
         return max((self.levels.get(r, 0) for r in roles), default=0)
 
 
+_REGISTER = re.compile(r"/subjects/.*/versions/?")
+
+
 def required(method: str, path: str) -> tuple[int, str]:
-    """(level, Confluent-style "operation on resource") a request needs."""
-    parts = [p for p in path.split("/") if p]  # the raw path: a subject's own '/' is %2F
-    head = parts[0] if parts else ""
+    """(level, Confluent-style "operation on resource") a request needs. `path` is the raw
+    path (a subject's own '/' is %2F there); the kind of request is decided on the decoded path,
+    as the registry's routes see it (a raw `/subjects/x%2Fversions` POST is a registration)."""
+    parts = [p for p in path.split("/") if p]
+    decoded = urllib.parse.unquote(path)
+    dparts = [p for p in decoded.split("/") if p]
+    head = dparts[0] if dparts else ""
     subject = urllib.parse.unquote(parts[1]) if len(parts) > 1 else None
     on = f"Subject: {subject}" if subject else "Global"
     if method in ("GET", "HEAD", "OPTIONS"):
         return READ, f"Read on {on}"
-    if head == "compatibility" or (head == "subjects" and method == "POST" and len(parts) == 2):
+    if head == "compatibility" or (head == "subjects" and method == "POST"
+                                   and len(dparts) > 1 and not _REGISTER.fullmatch(decoded)):
         return READ, f"Read on {on}"  # compatibility tests and lookups write nothing
     if head == "subjects" and method == "POST":
         return WRITE, f"Write on {on}"

@@ -353,6 +353,23 @@ async def consumer_group_describe(broker: Broker, ctx: RequestContext,
                            "assignor_name": "", "members": [], "authorized_operations": -2**31})
             continue
         d = broker.groups.describe_consumer_group(gid)
+        if authz.enabled(ctx) and _assigned_topics_denied(ctx, d):
+            # as Kafka: a group whose (target) assignments name a topic the principal may not
+            # DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members
+            groups.append({"error_code": Err.TOPIC_AUTHORIZATION_FAILED,
+                           "error_message": "The group has described topic(s) that the client is "
+                                            "not authorized to describe.",
+                           "group_id": gid, "group_state": "", "group_epoch": -1,
+                           "assignment_epoch": -1, "assignor_name": "", "members": [],
+                           "authorized_operations": -2**31})
+            continue
         d["authorized_operations"] = authz.operations(ctx, az.R_GROUP, gid, want_ops)
         groups.append(d)
     return {"throttle_time": 0, "groups": groups}
+
+
+def _assigned_topics_denied(ctx: RequestContext, described: dict[str, Any]) -> bool:
+    names = {tp["topic_name"] for m in described.get("members") or ()
+             for key in ("assignment", "target_assignment")
+             for tp in (m.get(key) or {}).get("topic_partitions") or ()}
+    return any(not authz.topic(ctx, az.OP_DESCRIBE, n) for n in names)

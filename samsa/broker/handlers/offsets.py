@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker import authz
+from samsa.cluster.metadata.image import INTERNAL_TOPICS
 from samsa.protocol.errors import Err
 from samsa.security import authorizer as az
 from samsa.storage.log import OffsetOutOfRange
@@ -121,6 +122,8 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, A
                 r["error_code"] = Err.TOPIC_AUTHORIZATION_FAILED
             elif lg is None:
                 r["error_code"] = broker.partition_error(t.name, p.partition_index)
+            elif t.name in INTERNAL_TOPICS:  # Kafka's ReplicaManager refuses these whatever
+                r["error_code"] = Err.INVALID_TOPIC_EXCEPTION  # their cleanup policy
             elif "delete" not in lg.config.cleanup_policy:
                 r["error_code"] = Err.POLICY_VIOLATION  # Kafka: only topics that allow deletion
             else:

@@ -9,8 +9,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker import authz
+from samsa.cluster.metadata.image import INTERNAL_TOPICS
 from samsa.protocol import codecs
-from samsa.protocol.batch import InvalidBatch, recompress, validate_single_batch
+from samsa.protocol.batch import (
+    ATTR_OFFSET,
+    MAGIC_OFFSET,
+    TRANSACTIONAL_BIT,
+    InvalidBatch,
+    recompress,
+    validate_single_batch,
+)
 from samsa.protocol.errors import Err
 from samsa.protocol.leader_hint import NodeEndpoint
 from samsa.protocol.produce_response import encode_produce_response
@@ -26,6 +34,9 @@ if TYPE_CHECKING:
     from samsa.broker.broker import Broker
     from samsa.broker.server import RequestContext
     from samsa.storage.log import PartitionLog
+
+# Kafka lets a request with this client id append to internal topics (AdminUtils.ADMIN_CLIENT_ID)
+ADMIN_CLIENT_ID = "__admin_client"
 
 _TOPIC_CODEC = {"uncompressed": codecs.NONE, "gzip": codecs.GZIP, "snappy": codecs.SNAPPY,
                 "lz4": codecs.LZ4, "zstd": codecs.ZSTD}
@@ -126,6 +137,11 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     hints = hints or LeaderHints(broker, ctx)
                     parts[-1]["current_leader"] = hints.current_leader(td.name, pd.index)
                 continue
+            if td.name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                # Kafka's ReplicaManager: only the coordinators write their internal topics
+                parts.append(_error(pd.index, Err.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot append to internal topic {td.name}"))
+                continue
             if acks == -1 and (code := broker.replicas.min_isr_error(td.name, pd.index)):
                 parts.append(_error(pd.index, code, _NOT_ENOUGH.get(code)))
                 continue
@@ -152,11 +168,30 @@ def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 def _denied(ctx: RequestContext, req: Any) -> int:
     """A transactional produce needs WRITE on its transactional id (Kafka: every partition gets
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Transactional batches in a request without a
+    transactional id are refused the same way, as Kafka refuses them (with or without an
+    authorizer): else a principal without any transactional id could open a transaction no
+    coordinator knows, which holds the partition's last stable offset forever. One attributes
+    byte per partition, no per-record work."""
     tid = getattr(req, "transactional_id", None)
-    if tid is not None and authz.enabled(ctx) and not authz.txn_id(ctx, az.OP_WRITE, tid):
+    if tid is None:
+        if _has_transactional_batch(req):
+            return Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return 0
+    if authz.enabled(ctx) and not authz.txn_id(ctx, az.OP_WRITE, tid):
         return Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return 0
+
+
+def _has_transactional_batch(req: Any) -> bool:
+    """Whether a partition's batch (one per partition, magic 2) has the transactional bit."""
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            r = pd.records
+            if r is not None and len(r) > ATTR_OFFSET + 1 and r[MAGIC_OFFSET] == 2 and \
+                    r[ATTR_OFFSET + 1] & TRANSACTIONAL_BIT:
+                return True
+    return False
 
 
 _NOT_ENOUGH: dict[int, str] = {Err.NOT_ENOUGH_REPLICAS: "The size of the current ISR is smaller than "

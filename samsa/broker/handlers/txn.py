@@ -45,7 +45,9 @@ def _write_denied(ctx: RequestContext, tid: str) -> int:
 
 
 async def init_transactional(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    # Kafka's coordinator refuses the empty transactional id (after the WRITE check on it)
     if code := _write_denied(ctx, req.transactional_id) or \
+            (Err.INVALID_REQUEST if req.transactional_id == "" else 0) or \
             await _txn_owner(broker, req.transactional_id):
         return {"throttle_time": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     try:
@@ -83,11 +85,16 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
                         "topic_results": _topic_results(res, ctx.version)})
         return {"throttle_time": 0, "error_code": 0, "results_by_transaction": out}
     parts = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    # Kafka checks WRITE on the transactional id first (every partition gets
+    # TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which a producer treats as fatal), then the topics
+    if code := _write_denied(ctx, req.v3_and_below_transactional_id):
+        return {"throttle_time": 0,
+                "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(parts, code),
+                                                                ctx.version)}
     if denied := _topics_denied(ctx, parts):
         return {"throttle_time": 0,
                 "results_by_topic_v3_and_below": _topic_results(denied, ctx.version)}
-    if code := _write_denied(ctx, req.v3_and_below_transactional_id) or \
-            await _txn_owner(broker, req.v3_and_below_transactional_id):
+    if code := await _txn_owner(broker, req.v3_and_below_transactional_id):
         return {"throttle_time": 0,
                 "results_by_topic_v3_and_below": _topic_results(dict.fromkeys(parts, code),
                                                                 ctx.version)}
@@ -142,11 +149,13 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> di
     # transaction coordinator's state when that is this broker too (Kafka checks the epoch
     # against the producer state of the __consumer_offsets partition)
     # ACLs (issue 17): WRITE on the transactional id, READ on the group and on each topic
-    denied = {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
-    offsets = [o for o in offsets if o[0] not in denied]
     code = _write_denied(ctx, req.transactional_id) or (
-        0 if authz.group(ctx, az.OP_READ, req.group_id) else Err.GROUP_AUTHORIZATION_FAILED) \
-        or await owner_error(broker.groups, req.group_id)
+        0 if authz.group(ctx, az.OP_READ, req.group_id) else Err.GROUP_AUTHORIZATION_FAILED)
+    # as Kafka: a denied transactional id or group is the answer for every partition
+    denied = set() if code else \
+        {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
+    offsets = [o for o in offsets if o[0] not in denied]
+    code = code or await owner_error(broker.groups, req.group_id)
     if code == 0 and broker.txn.topic.exists and \
             await owner_error(broker.txn, req.transactional_id) == 0:
         code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
@@ -206,7 +215,11 @@ async def describe_transactions(broker: Broker, ctx: RequestContext,
                            "transaction_timeout": 0, "transaction_start_time": -1,
                            "producer_id": -1, "producer_epoch": -1, "topics": []})
         else:
-            states.append(broker.txn.describe(tid))
+            state = broker.txn.describe(tid)
+            if authz.enabled(ctx):  # as Kafka: only the topics the principal may DESCRIBE
+                state["topics"] = [t for t in state["topics"]
+                                   if authz.topic(ctx, az.OP_DESCRIBE, t["topic"])]
+            states.append(state)
     return {"throttle_time": 0, "transaction_states": states}
 
 

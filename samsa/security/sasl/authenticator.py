@@ -242,13 +242,11 @@ class SaslSession:
         if expiry is not None:
             left = max(0, expiry - int(time.time() * 1000))
             lifetime = min(lifetime, left) if lifetime else left
-        # like Kafka, a client that cannot re-authenticate (SaslAuthenticate v0, raw tokens) is
-        # not cut off: its session does not expire
-        if lifetime and self.supports_reauth:
-            self.expires_at = time.monotonic() + lifetime / 1000
-        else:
-            self.expires_at = None
-            lifetime = lifetime if self.supports_reauth else 0
+        # as Kafka (SaslServerAuthenticator sets the session's expiry whatever the client's
+        # version): a client that cannot re-authenticate (SaslAuthenticate v0, raw tokens) is
+        # cut off when its session ends too, else an old-protocol client would keep a session
+        # past its token's expiry or connections.max.reauth.ms
+        self.expires_at = time.monotonic() + lifetime / 1000 if lifetime else None
         self.reauthenticating = False
         return lifetime
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import threading
 import time
 import urllib.request
@@ -70,12 +71,15 @@ def check_claims(payload: dict[str, Any], *, principal_claim: str, scope_claim: 
     """(principal, expiry epoch ms) of a token's claims, else TokenInvalid."""
     now = time.time() * 1000
     exp = payload.get("exp")
-    if not isinstance(exp, int | float):
+    if not isinstance(exp, int | float) or isinstance(exp, bool):
         raise TokenInvalid("the token has no exp claim")
+    if not math.isfinite(exp) or not 0 <= exp * 1000 < 2**63:
+        raise TokenInvalid("the token's exp claim is not a time")
     if exp * 1000 + skew_ms <= now:
         raise TokenInvalid("the token has expired")
     iat = payload.get("iat")
-    if iat is not None and (not isinstance(iat, int | float) or iat * 1000 - skew_ms > now):
+    if iat is not None and (not isinstance(iat, int | float) or not math.isfinite(iat)
+                            or iat * 1000 - skew_ms > now):
         raise TokenInvalid("the token's iat is in the future")
     nbf = payload.get("nbf")
     if isinstance(nbf, int | float) and nbf * 1000 - skew_ms > now:
@@ -83,19 +87,29 @@ def check_claims(payload: dict[str, Any], *, principal_claim: str, scope_claim: 
     sub = payload.get(principal_claim)
     if not isinstance(sub, str) or not sub.strip():
         raise TokenInvalid(f"the token has no {principal_claim} claim")
-    scope = payload.get(scope_claim)
-    scopes = scope.split() if isinstance(scope, str) else list(scope or [])
+    scopes = _strings(payload.get(scope_claim), scope_claim, split=True)
     missing = [s for s in required_scope if s not in scopes]
     if missing:
         raise TokenInvalid(f"the token lacks the required scope {missing}")
     if audience:
-        aud = payload.get("aud")
-        auds = [aud] if isinstance(aud, str) else list(aud or [])
+        auds = _strings(payload.get("aud"), "aud")
         if not any(a in audience for a in auds):
             raise TokenInvalid("the token's audience is not an expected audience")
     if issuer and payload.get("iss") != issuer:
         raise TokenInvalid("the token's issuer is not the expected issuer")
     return sub, int(exp * 1000)
+
+
+def _strings(value: Any, claim: str, split: bool = False) -> list[str]:
+    """A claim that is a string or a list of strings (absent: none); TokenInvalid otherwise, so a
+    token of the wrong shape is refused as invalid, not failed as an internal error."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return value.split() if split else [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise TokenInvalid(f"the token's {claim} claim is not a string or a list of strings")
 
 
 class Jwks:
@@ -125,8 +139,13 @@ class Jwks:
             doc = json.loads(self._fetch())
         except (OSError, ValueError) as e:
             raise ConfigError(f"Cannot read the JWKS at {self.url}: {e}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("keys", []), list):
+            raise ConfigError(f"The JWKS at {self.url} is not a JSON object with a keys list")
         keys: dict[str | None, Any] = {}
         for k in doc.get("keys", []):
+            if not isinstance(k, dict):
+                log.warning("skipping a JWKS key that is not a JSON object")
+                continue
             try:
                 if k.get("kty") == "RSA":
                     keys[k.get("kid")] = rsa.RSAPublicNumbers(
@@ -136,7 +155,7 @@ class Jwks:
                              "P-521": ec.SECP521R1()}[k["crv"]]
                     keys[k.get("kid")] = ec.EllipticCurvePublicNumbers(
                         _b64int(k["x"]), _b64int(k["y"]), curve).public_key()
-            except (KeyError, ValueError) as e:
+            except (KeyError, ValueError, TypeError, AttributeError) as e:
                 log.warning("skipping a JWKS key: %r", e)
         self.keys = keys
 
@@ -149,11 +168,15 @@ class Jwks:
                 self._load()
             except ConfigError as e:
                 log.warning("%s", e)
+            except Exception:  # a bad document must not end the refreshing: keep the last keys
+                log.exception("JWKS refresh from %s failed", self.url)
 
     def verify(self, header: dict[str, Any], signing_input: bytes, sig: bytes) -> None:
         alg = header.get("alg")
-        key = self.keys.get(header.get("kid")) if header.get("kid") is not None else \
-            next(iter(self.keys.values()), None)
+        kid = header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise TokenInvalid("the token's kid is not a string")
+        key = self.keys.get(kid) if kid is not None else next(iter(self.keys.values()), None)
         if key is None:
             raise TokenInvalid("no JWKS key matches the token's kid")
         digests = {"256": hashes.SHA256(), "384": hashes.SHA384(), "512": hashes.SHA512()}
