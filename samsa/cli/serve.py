@@ -178,6 +178,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from samsa.cluster.meta_properties import MetaPropertiesError
 
+    from samsa.broker.allocator import tune_allocator
+
+    tune_allocator()  # before the first large buffers: see the module's docstring
     try:
         import uvloop
         uvloop.run(_serve(config))
