@@ -176,9 +176,8 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"samsa serve: {e}", file=sys.stderr)
         return 2
-    from samsa.cluster.meta_properties import MetaPropertiesError
-
     from samsa.broker.allocator import tune_allocator
+    from samsa.cluster.meta_properties import MetaPropertiesError
 
     tune_allocator()  # before the first large buffers: see the module's docstring
     try:
