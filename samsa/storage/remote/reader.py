@@ -578,22 +578,30 @@ class RemoteLogReader:
         pos = self._batch_at(meta, begin)
         size = meta.segment_size_in_bytes
         while pos is not None and pos + HEADER_SIZE <= size:
-            head = self._range(meta, pos, pos + HEADER_SIZE)
-            h = read_header(head)
-            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH:
-                self._forget(meta)
-                raise CorruptRemoteData(f"remote segment {meta.id}: bad batch at position {pos}")
+            h = self._header_at(meta, pos)
             if h.max_timestamp >= ts and not h.is_control and h.last_offset >= start_offset:
-                batch = self._range(meta, pos, pos + h.size)
-                if len(batch) < h.size or crc32c.crc32c(memoryview(batch)[ATTR_OFFSET:]) != h.crc:
-                    self._forget(meta)
-                    raise CorruptRemoteData(f"remote segment {meta.id} of {meta.tp}: batch at "
-                                            f"offset {h.base_offset} fails its CRC")
-                for r in decode_batch(batch):
+                for r in decode_batch(self._checked_batch(meta, pos, h)):
                     if r.timestamp >= ts and r.offset >= start_offset:
                         return r.offset, r.timestamp
             pos += h.size
         return None
+
+    def _header_at(self, meta: RemoteLogSegmentMetadata, pos: int) -> Any:
+        """The batch header at `pos`, its length checked (CorruptRemoteData otherwise)."""
+        h = read_header(self._range(meta, pos, pos + HEADER_SIZE))
+        if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH:
+            self._forget(meta)
+            raise CorruptRemoteData(f"remote segment {meta.id}: bad batch at position {pos}")
+        return h
+
+    def _checked_batch(self, meta: RemoteLogSegmentMetadata, pos: int, h: Any) -> bytes:
+        """The whole batch at `pos` (header `h`), its CRC checked (CorruptRemoteData otherwise)."""
+        batch = self._range(meta, pos, pos + h.size)
+        if len(batch) < h.size or crc32c.crc32c(memoryview(batch)[ATTR_OFFSET:]) != h.crc:
+            self._forget(meta)
+            raise CorruptRemoteData(f"remote segment {meta.id} of {meta.tp}: batch at "
+                                    f"offset {h.base_offset} fails its CRC")
+        return batch
 
     def max_timestamp(self, meta: RemoteLogSegmentMetadata,
                       start_offset: int | None = None) -> tuple[int, int] | None:
@@ -610,17 +618,9 @@ class RemoteLogReader:
         straddle: tuple[int, int] | None = None  # the best record of the batch holding the start
         top = -1  # the largest max timestamp of the batches wholly at or after the start
         while pos is not None and pos + HEADER_SIZE <= size:
-            h = read_header(self._range(meta, pos, pos + HEADER_SIZE))
-            if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.batch_length > MAX_BATCH:
-                self._forget(meta)
-                raise CorruptRemoteData(f"remote segment {meta.id}: bad batch at position {pos}")
+            h = self._header_at(meta, pos)
             if not h.is_control and h.base_offset < start_offset:
-                batch = self._range(meta, pos, pos + h.size)
-                if len(batch) < h.size or crc32c.crc32c(memoryview(batch)[ATTR_OFFSET:]) != h.crc:
-                    self._forget(meta)
-                    raise CorruptRemoteData(f"remote segment {meta.id} of {meta.tp}: batch at "
-                                            f"offset {h.base_offset} fails its CRC")
-                for r in decode_batch(batch):
+                for r in decode_batch(self._checked_batch(meta, pos, h)):
                     if r.offset >= start_offset and (straddle is None or r.timestamp > straddle[1]):
                         straddle = (r.offset, r.timestamp)
             elif not h.is_control and h.max_timestamp > top:
