@@ -40,22 +40,28 @@ def _login(bs: str, token: str) -> tuple[Wire, Any]:
     return w, w.request(AUTHENTICATE, 2, {"auth_bytes": f"n,,\x01auth=Bearer {token}\x01\x01".encode()})
 
 
-GOOD_EXP = int(time.time()) + 3600
+# the expiry is filled in when a test runs: a time in a parameter would give each xdist worker
+# different test ids
+EXP = "@EXP@"
 SHAPES = [
-    f'{{"sub":"alice","exp":{GOOD_EXP},"scope":5}}',
-    f'{{"sub":"alice","exp":{GOOD_EXP},"scope":{{"a":1}}}}',
-    f'{{"sub":"alice","exp":{GOOD_EXP},"scope":["a",7]}}',
+    f'{{"sub":"alice","exp":{EXP},"scope":5}}',
+    f'{{"sub":"alice","exp":{EXP},"scope":{{"a":1}}}}',
+    f'{{"sub":"alice","exp":{EXP},"scope":["a",7]}}',
     '{"sub":"alice","exp":Infinity}',
     '{"sub":"alice","exp":NaN}',
     '{"sub":"alice","exp":1e300}',
     f'{{"sub":"alice","exp":{10**30}}}',
-    f'{{"sub":"alice","exp":{GOOD_EXP},"iat":NaN}}',
+    f'{{"sub":"alice","exp":{EXP},"iat":NaN}}',
 ]
+
+
+def _good_exp() -> str:
+    return str(int(time.time()) + 3600)
 
 
 @pytest.mark.parametrize("claims", SHAPES)
 def test_malformed_claims_get_invalid_token(sasl_bs: str, claims: str) -> None:
-    w, r = _login(sasl_bs, _token(claims))
+    w, r = _login(sasl_bs, _token(claims.replace(EXP, _good_exp())))
     try:
         assert r.error_code == 0 and json.loads(r.auth_bytes) == {"status": "invalid_token"}
         r = w.request(AUTHENTICATE, 2, {"auth_bytes": b"\x01"})
@@ -66,7 +72,7 @@ def test_malformed_claims_get_invalid_token(sasl_bs: str, claims: str) -> None:
 
 
 def test_good_token_still_authenticates(sasl_bs: str) -> None:
-    w, r = _login(sasl_bs, _token(f'{{"sub":"alice","exp":{GOOD_EXP},"scope":"a b"}}'))
+    w, r = _login(sasl_bs, _token(f'{{"sub":"alice","exp":{_good_exp()},"scope":"a b"}}'))
     try:
         assert r.error_code == 0 and r.auth_bytes == b""
     finally:
