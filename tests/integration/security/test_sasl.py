@@ -380,8 +380,16 @@ def test_scram_credentials_survive_kill_9() -> None:
         "sasl.enabled.mechanisms": "SCRAM-SHA-256"}
     with SamsaBroker(port=plain_port, overrides=overrides) as b:
         create_scram(b.bootstrap, "erin", "erin-pw")
-        b.restart(hard=True)
-        w = Wire(f"127.0.0.1:{sasl_port}")
+        b.restart(hard=True)  # returns once the PLAINTEXT listener accepts
+        deadline = time.monotonic() + 30
+        while True:  # the SASL listener may bind a moment later
+            try:
+                w = Wire(f"127.0.0.1:{sasl_port}")
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
         assert scram_login(w, "SCRAM-SHA-256", "erin", "erin-pw").error_code == 0
         assert metadata_ok(w)
         w.close()
