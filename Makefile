@@ -7,8 +7,12 @@ PIP := $(PY) -m pip
 
 install: $(VENV)/.installed
 
-# setup.py compiles samsa/protocol/_recordcheck.c (the produce path's record validator).
-$(VENV)/.installed: pyproject.toml setup.py samsa/protocol/_recordcheck.c
+# setup.py compiles samsa/protocol/_recordcheck.c (the produce path's record validator) and
+# samsa/net/_tlsrecord.c (the TLS listeners' record reader, built against OpenSSL's libcrypto:
+# Debian's libssl-dev).
+$(VENV)/.installed: pyproject.toml setup.py samsa/protocol/_recordcheck.c samsa/net/_tlsrecord.c
+	@test -f /usr/include/openssl/evp.h || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) apt-get install -y -qq libssl-dev >/dev/null; }
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev,spark,connectors]'

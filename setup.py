@@ -1,8 +1,11 @@
-"""Build configuration for the one compiled part of Samsa (project metadata is in pyproject.toml).
+"""Build configuration for Samsa's compiled parts (project metadata is in pyproject.toml).
 
-samsa.protocol._recordcheck validates the records of every produced batch; `pip install -e .`
-(`make install`) compiles it. Without it Samsa falls back to the pure-Python reference in
-samsa/protocol/recordcheck.py and logs a warning.
+`pip install -e .` (`make install`) compiles both:
+- samsa.protocol._recordcheck validates the records of every produced batch. Without it Samsa
+  falls back to the pure-Python reference in samsa/protocol/recordcheck.py and logs a warning.
+- samsa.net._tlsrecord opens TLS 1.3 records on the TLS listeners' receive path, with the
+  OpenSSL (libcrypto) that Python's ssl module uses (Debian: libssl-dev to build). Without it
+  OpenSSL's own record layer reads every record (slower; see samsa/net/tls_transport.py).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +16,12 @@ setup(
             "samsa.protocol._recordcheck",
             sources=["samsa/protocol/_recordcheck.c"],
             extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
-        )
+        ),
+        Extension(
+            "samsa.net._tlsrecord",
+            sources=["samsa/net/_tlsrecord.c"],
+            libraries=["crypto"],
+            extra_compile_args=["-O2", "-std=c99", "-Wall", "-Wextra"],
+        ),
     ]
 )

@@ -17,6 +17,7 @@ from samsa.config import BrokerConfig
 from samsa.coordinator.group.coordinator import GroupConfig, GroupCoordinator
 from samsa.coordinator.txn.coordinator import TransactionCoordinator, TxnConfig
 from samsa.coordinator.txn.markers import MarkerSender
+from samsa.net.tls_transport import TlsServerProtocol
 from samsa.protocol import apis
 from samsa.protocol.codec import warm_up
 from samsa.protocol.errors import Err
@@ -180,8 +181,12 @@ class Broker:
             conn.tls = tls
             return conn
 
-        server = await loop.create_server(connection, listener.host, listener.port,
-                                          ssl=tls.front if tls is not None else None,
+        def tls_connection() -> TlsServerProtocol:
+            assert tls is not None
+            return TlsServerProtocol(tls.current, connection())
+
+        server = await loop.create_server(connection if tls is None else tls_connection,
+                                          listener.host, listener.port,
                                           reuse_address=True, backlog=1024)
         self.servers.append(server)
         return int(server.sockets[0].getsockname()[1])

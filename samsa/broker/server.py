@@ -394,6 +394,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.received_at = time.perf_counter()  # ops-metrics: request queue time starts
         self._batched(self._process)
 
+    def bytes_expected(self) -> int:
+        """How many more bytes the request being received needs (0 between requests): a TLS
+        transport waits for that much before waking up (samsa/net/tls_transport.py)."""
+        if self.big is not None:
+            return self.big_size - self.big_filled
+        avail = self.rend - self.rstart
+        if avail < 4:
+            return 0
+        (size,) = struct.unpack_from(">i", self.rbuf, self.rstart)
+        return max(0, 4 + size - avail)
+
     def data_received(self, data: bytes) -> None:
         """For transports that do not support buffered reading: the same path, through a copy."""
         n = len(data)

@@ -3,9 +3,9 @@
 A listener's settings are `listener.name.<listener>.ssl.*` where set, else `ssl.*` (Kafka's
 listener prefix override), each looked up in the broker's dynamic per-broker configs, the
 dynamic cluster defaults, then server.properties. `ListenerTls` holds the live context a listener
-was bound with; `reload()` builds a fresh one from the current settings and switches new
-handshakes to it (the SNI callback hands every new connection the newest context), so a renewed
-certificate takes effect without a restart; established connections keep their session.
+accepts with; `reload()` builds a fresh one from the current settings and new connections
+take it (samsa/net/tls_transport.py wraps each with `current`), so a renewed certificate takes
+effect without a restart; established connections keep their session.
 """
 
 from __future__ import annotations
@@ -171,8 +171,19 @@ def _mapper(s: TlsSettings) -> SslPrincipalMapper:
                           f"{e}") from None
 
 
+def _tapped(ctx: ssl.SSLContext) -> ssl.SSLContext:
+    """A listener context whose TLS 1.3 client secrets reach the listener's record reader
+    (samsa/net/tls_secrets.py); unchanged where that cannot run."""
+    from samsa.net import tls_secrets
+
+    tap = tls_secrets.tap()
+    if tap is not None:
+        tap.attach(ctx)
+    return ctx
+
+
 class ListenerTls:
-    """The TLS side of one listener: the context it is bound with, reloadable, and the principal
+    """The TLS side of one listener: the context it accepts with, reloadable, and the principal
     of a connection's client certificate (ssl.principal.mapping.rules)."""
 
     def __init__(self, listener: str, protocol: str, lookup: Lookup) -> None:
@@ -180,17 +191,9 @@ class ListenerTls:
         self.protocol = protocol
         self.lookup = lookup
         self.settings = TlsSettings.read(lookup, listener, protocol)
-        self.current = build_server_context(self.settings, listener)
+        self.current = _tapped(build_server_context(self.settings, listener))
         self.mapper = _mapper(self.settings)
-        # The context the socket is bound with: every new handshake is switched to `current`.
-        self.front = self.current
-        self.front.sni_callback = self._pick
         self.reloads = 0
-
-    def _pick(self, sslobj: ssl.SSLObject, _server_name: str | None,
-              _ctx: ssl.SSLContext) -> None:
-        if sslobj.context is not self.current:
-            sslobj.context = self.current
 
     def reload(self, force: bool = False) -> bool:
         """Rebuild the context if the settings changed (or `force`: the same paths, renewed
@@ -198,9 +201,8 @@ class ListenerTls:
         settings = TlsSettings.read(self.lookup, self.listener, self.protocol)
         if settings == self.settings and not force:
             return False
-        ctx = build_server_context(settings, self.listener)
+        ctx = _tapped(build_server_context(settings, self.listener))
         mapper = _mapper(settings)
-        ctx.sni_callback = self._pick
         self.settings, self.current, self.mapper = settings, ctx, mapper
         self.reloads += 1
         log.info("listener %s: TLS key store / trust store reloaded", self.listener)

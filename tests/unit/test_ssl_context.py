@@ -22,7 +22,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
 
 
 def _serve_once(tls_side: ListenerTls) -> tuple[int, threading.Thread, dict[str, object]]:
-    """A one-connection TLS server thread using the listener's bound (front) context."""
+    """A one-connection TLS server thread using the listener's current context."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -31,7 +31,7 @@ def _serve_once(tls_side: ListenerTls) -> tuple[int, threading.Thread, dict[str,
     def run() -> None:
         conn, _ = srv.accept()
         try:
-            with tls_side.front.wrap_socket(conn, server_side=True) as s:
+            with tls_side.current.wrap_socket(conn, server_side=True) as s:
                 out["principal"] = str(tls_side.principal(s))  # type: ignore[arg-type]
                 s.recv(1)
         except (OSError, ssl.SSLError) as e:
