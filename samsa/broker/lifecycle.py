@@ -43,6 +43,10 @@ class BrokerLifecycle:
         self.interval_s = broker.config.get_int("broker.heartbeat.interval.ms") / 1000
         self.session_s = broker.config.get_int("broker.session.timeout.ms") / 1000
         self._task: asyncio.Task[None] | None = None
+        # the lease (see in_lease): loop times of the last heartbeat the controller acknowledged
+        # unfenced, and of the last one after which this broker's metadata was seen current
+        self._acked_at = -1.0
+        self._lease_from = -1.0
         self._why = ""
         self._last_log = 0.0
 
@@ -86,6 +90,9 @@ class BrokerLifecycle:
         b = self.broker
         c = self.node.controller if self.node.active else None
         if c is not None:
+            driver = self.node.driver
+            if driver is None or not driver.leadership_current():
+                return  # a controller that may have been replaced cannot renew the lease
             try:
                 self.broker_epoch = await c.register_broker(
                     self.node.node_id, self.incarnation_id, self.node.image.cluster_id,
@@ -115,7 +122,22 @@ class BrokerLifecycle:
         self.broker_epoch = resp.broker_epoch
         self._why = ""
 
+    def in_lease(self) -> bool:
+        """Whether this broker can still act on its metadata as a coordinator: the controller
+        acknowledged it unfenced in a heartbeat sent less than broker.session.timeout.ms ago (it
+        cannot have been fenced since), and its metadata was current after that heartbeat was
+        sent (a broker cut off, or stopped and resumed, is acknowledged at once but has not yet
+        heard that its partitions moved). Coordinators answer only while it holds
+        (samsa/coordinator/routing.py)."""
+        if self.fenced:
+            return False
+        if self._acked_at > self._lease_from and self.node.driver is not None \
+                and self.node.driver.current_since(self._acked_at):
+            self._lease_from = self._acked_at
+        return asyncio.get_running_loop().time() < self._lease_from + self.session_s
+
     async def _heartbeat(self) -> None:
+        sent = asyncio.get_running_loop().time()
         offset = self.node.image.offset
         c = self.node.controller if self.node.active else None
         reply: Any
@@ -144,6 +166,8 @@ class BrokerLifecycle:
             return
         self._why = ""
         self.fenced = reply.is_fenced
+        if not self.fenced:
+            self._acked_at = sent
         self.caught_up = reply.is_caught_up
         if not self.fenced:
             self.unfenced.set()
