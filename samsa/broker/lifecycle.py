@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import deque
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -43,9 +44,11 @@ class BrokerLifecycle:
         self.interval_s = broker.config.get_int("broker.heartbeat.interval.ms") / 1000
         self.session_s = broker.config.get_int("broker.session.timeout.ms") / 1000
         self._task: asyncio.Task[None] | None = None
-        # the lease (see in_lease): loop times of the last heartbeat the controller acknowledged
-        # unfenced, and of the last one after which this broker's metadata was seen current
-        self._acked_at = -1.0
+        # the lease (see in_lease): send times (loop time) of the heartbeats the controller
+        # acknowledged unfenced that are not yet known to be followed by current metadata (a
+        # metadata fetch answered after one confirms it and every earlier one), and of the
+        # newest confirmed one
+        self._acked: deque[float] = deque(maxlen=256)
         self._lease_from = -1.0
         self._why = ""
         self._last_log = 0.0
@@ -90,9 +93,6 @@ class BrokerLifecycle:
         b = self.broker
         c = self.node.controller if self.node.active else None
         if c is not None:
-            driver = self.node.driver
-            if driver is None or not driver.leadership_current():
-                return  # a controller that may have been replaced cannot renew the lease
             try:
                 self.broker_epoch = await c.register_broker(
                     self.node.node_id, self.incarnation_id, self.node.image.cluster_id,
@@ -127,13 +127,15 @@ class BrokerLifecycle:
         acknowledged it unfenced in a heartbeat sent less than broker.session.timeout.ms ago (it
         cannot have been fenced since), and its metadata was current after that heartbeat was
         sent (a broker cut off, or stopped and resumed, is acknowledged at once but has not yet
-        heard that its partitions moved). Coordinators answer only while it holds
-        (samsa/coordinator/routing.py)."""
+        heard that its partitions moved). On the active controller's own node that means a
+        majority of voters still fetch from it (QuorumDriver.current_since). Coordinators
+        answer only while it holds (samsa/coordinator/routing.py)."""
         if self.fenced:
             return False
-        if self._acked_at > self._lease_from and self.node.driver is not None \
-                and self.node.driver.current_since(self._acked_at):
-            self._lease_from = self._acked_at
+        driver = self.node.driver
+        acks = self._acked
+        while acks and driver is not None and driver.current_since(acks[0]):
+            self._lease_from = acks.popleft()  # the newest heartbeat confirmed current wins
         return asyncio.get_running_loop().time() < self._lease_from + self.session_s
 
     async def _heartbeat(self) -> None:
@@ -167,7 +169,7 @@ class BrokerLifecycle:
         self._why = ""
         self.fenced = reply.is_fenced
         if not self.fenced:
-            self._acked_at = sent
+            self._acked.append(sent)
         self.caught_up = reply.is_caught_up
         if not self.fenced:
             self.unfenced.set()
