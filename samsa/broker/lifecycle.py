@@ -11,7 +11,6 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import deque
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -44,12 +43,6 @@ class BrokerLifecycle:
         self.interval_s = broker.config.get_int("broker.heartbeat.interval.ms") / 1000
         self.session_s = broker.config.get_int("broker.session.timeout.ms") / 1000
         self._task: asyncio.Task[None] | None = None
-        # the lease (see in_lease): send times (loop time) of the heartbeats the controller
-        # acknowledged unfenced that are not yet known to be followed by current metadata (a
-        # metadata fetch answered after one confirms it and every earlier one), and of the
-        # newest confirmed one
-        self._acked: deque[float] = deque(maxlen=256)
-        self._lease_from = -1.0
         self._why = ""
         self._last_log = 0.0
 
@@ -122,24 +115,7 @@ class BrokerLifecycle:
         self.broker_epoch = resp.broker_epoch
         self._why = ""
 
-    def in_lease(self) -> bool:
-        """Whether this broker can still act on its metadata as a coordinator: the controller
-        acknowledged it unfenced in a heartbeat sent less than broker.session.timeout.ms ago (it
-        cannot have been fenced since), and its metadata was current after that heartbeat was
-        sent (a broker cut off, or stopped and resumed, is acknowledged at once but has not yet
-        heard that its partitions moved). On the active controller's own node that means a
-        majority of voters still fetch from it (QuorumDriver.current_since). Coordinators
-        answer only while it holds (samsa/coordinator/routing.py)."""
-        if self.fenced:
-            return False
-        driver = self.node.driver
-        acks = self._acked
-        while acks and driver is not None and driver.current_since(acks[0]):
-            self._lease_from = acks.popleft()  # the newest heartbeat confirmed current wins
-        return asyncio.get_running_loop().time() < self._lease_from + self.session_s
-
     async def _heartbeat(self) -> None:
-        sent = asyncio.get_running_loop().time()
         offset = self.node.image.offset
         c = self.node.controller if self.node.active else None
         reply: Any
@@ -168,8 +144,6 @@ class BrokerLifecycle:
             return
         self._why = ""
         self.fenced = reply.is_fenced
-        if not self.fenced:
-            self._acked.append(sent)
         self.caught_up = reply.is_caught_up
         if not self.fenced:
             self.unfenced.set()

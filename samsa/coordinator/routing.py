@@ -19,15 +19,10 @@ class Coordinator(Protocol):
     def load(self, partitions: set[int] | None = None) -> None: ...
 
 
-async def owner_error(coord: Coordinator, key: str, in_lease: bool = True) -> int:
+async def owner_error(coord: Coordinator, key: str) -> int:
     """0 when this broker coordinates `key` (its state loaded); NOT_COORDINATOR when it does not
-    (another broker leads the partition, or none does) or may no longer (`in_lease` false: the
-    controller has not acknowledged this broker's heartbeats for a session timeout, so it may
-    have fenced it and moved the partition; a coordinator cut off, or stopped and resumed, must
-    not answer from its memory meanwhile); COORDINATOR_NOT_AVAILABLE when the internal topic
-    cannot be created."""
-    if not in_lease:
-        return Err.NOT_COORDINATOR
+    (another broker leads the partition, or none does); COORDINATOR_NOT_AVAILABLE when the
+    internal topic cannot be created."""
     topic = coord.topic
     if not topic.exists:
         try:

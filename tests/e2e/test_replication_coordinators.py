@@ -421,59 +421,6 @@ def test_group_coordinator_moves(cluster: SamsaCluster) -> None:
         "records consumed again although their commit had succeeded"
 
 
-def _commit_offset(bootstrap: str, group: str, topic: str, offset: int) -> int:
-    w = Wire(bootstrap, timeout=10)
-    try:
-        r = w.request(8, 8, {"group_id": group, "generation_id_or_member_epoch": -1,
-                             "member_id": "", "group_instance_id": None,
-                             "topics": [{"name": topic, "partitions": [
-                                 {"partition_index": 0, "committed_offset": offset,
-                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
-        return int(r.topics[0].partitions[0].error_code)
-    finally:
-        w.close()
-
-
-def test_resumed_coordinator_does_not_answer_from_memory(cluster: SamsaCluster) -> None:
-    """A group coordinator stopped (SIGSTOP) past the session timeout is fenced and its
-    __consumer_offsets partition moves; commits go on at the new coordinator. When the old one
-    resumes, its image is stale until it hears from the controller: it must not answer
-    OffsetFetch with the offset it had in memory (it answers NOT_COORDINATOR until its lease
-    is renewed, then the new leader's answer is the only one)."""
-    topic, group = "lease-t", f"g-lease-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster, topic, 1)
-    old = coordinator(cluster, group, GROUP_KEY)
-    _internal_isr(cluster, group, GROUP_KEY)
-    assert _commit_offset(cluster.node(old).bootstrap, group, topic, 100) == 0
-    w = Wire(cluster.node(old).bootstrap, timeout=30)  # connected before the stop
-    cluster.node(old).pause()
-    try:
-        wait_until("a new coordinator", lambda: coordinator(cluster, group, GROUP_KEY) != old, 60)
-        wait_until("the commit of 200 at the new coordinator",
-                   lambda: _commit_offset(cluster.node(coordinator(cluster, group, GROUP_KEY))
-                                          .bootstrap, group, topic, 200) == 0, 60)
-    finally:
-        cluster.node(old).resume()
-    answers = []
-    try:
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:
-            f = w.request(9, 8, {"groups": [{"group_id": group, "topics": [
-                {"name": topic, "partition_indexes": [0]}]}], "require_stable": False})
-            g = f.groups[0]
-            code = int(g.error_code) or int(g.topics[0].partitions[0].error_code)
-            answers.append(code if code else int(g.topics[0].partitions[0].committed_offset))
-    finally:
-        w.close()
-    seen = collections.Counter(answers)
-    assert answers, "the resumed node answered nothing"
-    assert 100 not in seen, f"the resumed coordinator answered from its memory: {seen}"
-    assert set(seen) <= {200, 14, 15, 16}, seen  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORD
-    offsets_tp = internal_partition(cluster, group, GROUP_KEY)
-    wait_until("the resumed node back in the ISR",
-               lambda: old in partition_view(cluster, *offsets_tp)["isr"], 60)
-
-
 # ---- schema registry -----------------------------------------------------------------------------
 CT = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 

@@ -77,7 +77,7 @@ async def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dic
 async def _owner(broker: Broker, group_id: str) -> int:
     """0 if this broker coordinates the group, else NOT_COORDINATOR (or
     COORDINATOR_NOT_AVAILABLE)."""
-    return await owner_error(broker.groups, group_id, broker.lifecycle.in_lease())
+    return await owner_error(broker.groups, group_id)
 
 
 def _client_host(ctx: RequestContext) -> str:

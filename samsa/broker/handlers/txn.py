@@ -33,7 +33,7 @@ def _ms(td: Any) -> int:
 async def _txn_owner(broker: Broker, tid: str) -> int:
     """0 if this broker coordinates the transactional id, else NOT_COORDINATOR (or
     COORDINATOR_NOT_AVAILABLE)."""
-    return await owner_error(broker.txn, tid, broker.lifecycle.in_lease())
+    return await owner_error(broker.txn, tid)
 
 
 _TXN_DENIED = Err.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -155,9 +155,9 @@ async def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> di
     denied = set() if code else \
         {t.name for t in req.topics if not authz.topic(ctx, az.OP_READ, t.name)}
     offsets = [o for o in offsets if o[0] not in denied]
-    code = code or await owner_error(broker.groups, req.group_id, broker.lifecycle.in_lease())
+    code = code or await owner_error(broker.groups, req.group_id)
     if code == 0 and broker.txn.topic.exists and \
-            await _txn_owner(broker, req.transactional_id) == 0:
+            await owner_error(broker.txn, req.transactional_id) == 0:
         code = broker.txn.check_offsets_commit(req.transactional_id, req.producer_id,
                                                req.producer_epoch)
     if code != 0:

@@ -131,7 +131,6 @@ class QuorumDriver:
         self._disk_job: asyncio.Future[None] | None = None
         self._delivered = 0  # next offset to hand to on_commit
         self._hw = 0  # the high watermark as applied (after its output's flush)
-        self._synced_ms = -1  # QuorumNode.synced_at, once applied (see current_since)
         self._since_snapshot = 0  # bytes committed since the last snapshot
         self._snapshot_seen: OffsetAndEpoch | None = None
         self._leader_seen: tuple[int | None, int] | None = None
@@ -161,16 +160,6 @@ class QuorumDriver:
     @property
     def is_leader(self) -> bool:
         return self._node is not None and self._node.leader_id == self.node_id
-
-    def leadership_current(self) -> bool:
-        """This node leads and a majority of voters fetched from it recently (QuorumNode)."""
-        return self._node is not None and self._node.leadership_current(self._now_ms())
-
-    def current_since(self, t: float) -> bool:
-        """Whether this node's applied metadata includes everything committed before loop time
-        `t`: it leads (and is current), or a Fetch response of the leader sent after `t` brought
-        it up to the leader's high watermark and it applied that."""
-        return self.leadership_current() or self._synced_ms >= int(t * 1000)
 
     @property
     def high_watermark(self) -> int:
@@ -380,8 +369,6 @@ class QuorumDriver:
             self._deliver()
             await self._maybe_snapshot()
         node = self.node
-        if node.synced_at > self._synced_ms and self._delivered >= node.high_watermark:
-            self._synced_ms = node.synced_at  # ... and the state machine has applied it all
         if self._waiting and not (node.leader_id == self.node_id):
             err = NotLeaderError(node.leader_id, node.epoch)
             for _, _, fut in self._waiting:

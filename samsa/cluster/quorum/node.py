@@ -109,9 +109,6 @@ class RaftNode:
         # the high watermark is not persisted (as in Kafka): a restart starts at the log start
         # offset (everything in a snapshot is committed) and learns the rest from the leader
         self.high_watermark = log.start_offset
-        # when a Fetch response of the current leader last brought this log up to the leader's
-        # high watermark (follower / observer): its state is as current as the leader's then
-        self.synced_at = -1
         self._reported_hw = -1
         # the high watermark each fetcher last heard from this leader: a parked fetch is answered
         # as soon as the high watermark moves past what its fetcher knows
@@ -316,15 +313,6 @@ class RaftNode:
         preferred = tuple(v for _, v in progress)
         others = set(self.voters - {self.node_id})
         self._set_state(Resigned(s.epoch, self._election_deadline(), preferred, others, {}))
-
-    def leadership_current(self, now_ms: int) -> bool:
-        """Leader, and a majority of voters fetched within the check-quorum window: the other
-        voters cannot have elected another leader yet. A leader cut off, or stopped and resumed,
-        stops being current at once, before its next tick resigns it."""
-        s = self.state
-        if not isinstance(s, Leader):
-            return False
-        return len(self.voters) <= 1 or now_ms < s.check_quorum_deadline
 
     def _check_quorum_ms(self) -> int:
         return int(self.config.fetch_timeout_ms * self.config.check_quorum_factor)
@@ -880,8 +868,6 @@ class RaftNode:
                 hw = min(resp.high_watermark, log.end_offset)
                 if hw > self.high_watermark:
                     self.high_watermark = hw
-                if log.end_offset >= resp.high_watermark:
-                    self.synced_at = self._now
         self._send_fetch(f)
 
     def _on_fetch_snapshot_response(self, src: int, resp: m.FetchSnapshotResponse) -> None:
