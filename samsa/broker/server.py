@@ -405,13 +405,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         (size,) = struct.unpack_from(">i", self.rbuf, self.rstart)
         return max(0, 4 + size - avail)
 
-    def data_received(self, data: bytes) -> None:
-        """For transports that do not support buffered reading: the same path, through a copy."""
+    def data_received(self, data: bytes | memoryview) -> None:
+        """For transports that do not support buffered reading, and a TLS record opened aside
+        (samsa/net/tls_transport.py): the same path, through a copy."""
         n = len(data)
         while n and not self.closed:
             buf = self.get_buffer(n)
             k = min(len(buf), n)
             buf[:k] = data[len(data) - n : len(data) - n + k]
+            buf.release()  # before buffer_updated: growing the buffer needs no view on it
             n -= k
             self.buffer_updated(k)
 

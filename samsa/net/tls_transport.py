@@ -55,6 +55,7 @@ class Receiver(Protocol):
     def resume_writing(self) -> None: ...
     def get_buffer(self, sizehint: int) -> memoryview: ...
     def buffer_updated(self, nbytes: int) -> None: ...
+    def data_received(self, data: memoryview) -> None: ...
     def bytes_expected(self) -> int: ...
 
 
@@ -247,7 +248,7 @@ class TlsServerProtocol(asyncio.BufferedProtocol):
                 dst.release()
             self.cstart += used
             if aside is not None:
-                self._give(memoryview(aside)[:made])
+                self.app.data_received(memoryview(aside)[:made])
             elif made:
                 self.app.buffer_updated(made)
             if kind:
@@ -273,17 +274,6 @@ class TlsServerProtocol(asyncio.BufferedProtocol):
 
     def _done(self) -> bool:
         return self.closed or self.raw is None or self.raw.is_closing()
-
-    def _give(self, data: memoryview) -> None:
-        """Copy opened bytes into the app's buffers (the app asks for them piece by piece)."""
-        pos = 0
-        while pos < len(data) and not self._done():
-            dst = self.app.get_buffer(len(data) - pos)
-            k = min(len(dst), len(data) - pos)
-            dst[:k] = data[pos : pos + k]
-            dst.release()
-            pos += k
-            self.app.buffer_updated(k)
 
     def _control(self, kind: int, content: bytes) -> None:
         """A non-data record from the client: KeyUpdate, close_notify; anything else closes."""
